@@ -1,0 +1,296 @@
+/*
+ * dfgnn: fused attention graph neural network kernels (GAT, GATv2, Graph Transformer, AGNN).
+ *
+ * The one public header. Plain C (usable from C, C++, and foreign-function interfaces).
+ *
+ * Conventions
+ * - Every entry point returns a dfgnn_status_t. On failure, dfgnnGetLastErrorMessage() returns a
+ *   thread-local message that names the exact problem; it stays valid until the next failing call
+ *   on the same thread. No entry point aborts, exits, or lets an exception escape.
+ * - Handles are opaque. A handle may be used from several threads, but calls on one graph that
+ *   build device data (the first GPU op on it) are serialised internally.
+ * - Graph direction: an edge j -> i means node i attends over its in-neighbour j. Graphs are held
+ *   as CSR by destination (row i lists its sources j) and its transpose (CSC: column j lists the
+ *   destinations i it feeds). This matches PyG's edge_index: row 0 = source j, row 1 = target i.
+ * - Features are [N, H, D] (node, head, channel), row-major, contiguous.
+ */
+#ifndef DFGNN_DFGNN_H
+#define DFGNN_DFGNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define DFGNN_API __declspec(dllexport)
+#else
+#define DFGNN_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status and errors */
+
+typedef enum dfgnn_status {
+  DFGNN_STATUS_SUCCESS = 0,
+  DFGNN_STATUS_INVALID_ARGUMENT = 1,   /* a bad argument that is not graph data (null handle, bad enum, bad dims) */
+  DFGNN_STATUS_NULL_POINTER = 2,       /* a required pointer is null while its size is non-zero */
+  DFGNN_STATUS_NEGATIVE_SIZE = 3,      /* number of nodes or edges is negative */
+  DFGNN_STATUS_INDEX_OVERFLOW = 4,     /* a size does not fit the index type (given or internal int32) */
+  DFGNN_STATUS_ROW_PTR_START = 5,      /* row_ptr[0] != 0 */
+  DFGNN_STATUS_ROW_PTR_DECREASING = 6, /* row_ptr[i+1] < row_ptr[i] */
+  DFGNN_STATUS_ROW_PTR_END = 7,        /* row_ptr[n] != nnz */
+  DFGNN_STATUS_INDEX_OUT_OF_RANGE = 8, /* a column / node index is negative or >= n */
+  DFGNN_STATUS_DUPLICATE_EDGE = 9,     /* duplicate edge while DFGNN_DUPLICATES_REJECT is set */
+  DFGNN_STATUS_OUT_OF_MEMORY = 10,     /* host or device allocation failed */
+  DFGNN_STATUS_NO_DEVICE = 11,         /* no CUDA driver or device: GPU entry points are unavailable */
+  DFGNN_STATUS_CUDA_ERROR = 12,        /* a CUDA runtime call failed; the message carries CUDA's text */
+  DFGNN_STATUS_COMPILE_ERROR = 13,     /* NVRTC failed; the message carries the compiler log */
+  DFGNN_STATUS_NOT_SUPPORTED = 14,     /* valid request that this build or schedule cannot serve */
+  DFGNN_STATUS_IO_ERROR = 15,          /* a file could not be opened, read, or written */
+  DFGNN_STATUS_PARSE_ERROR = 16,       /* a file or string is malformed; the message names the line */
+  DFGNN_STATUS_DATABASE_ERROR = 17,    /* the tuning database failed or is unusable */
+  DFGNN_STATUS_INTERNAL_ERROR = 18     /* a bug in dfgnn; please report the message */
+} dfgnn_status_t;
+
+/* Short static description of a status code ("invalid argument", ...). Never null. */
+DFGNN_API const char* dfgnnGetStatusString(dfgnn_status_t status);
+/* Message of the last failing call on this thread ("" if none). Never null. */
+DFGNN_API const char* dfgnnGetLastErrorMessage(void);
+
+/* Library version as "MAJOR.MINOR.PATCH". */
+DFGNN_API const char* dfgnnGetVersion(void);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct dfgnn_context* dfgnn_context_t;
+
+/* Creates a context. Works without a GPU: host-only functions (graphs, fingerprints, reference
+ * ops, NVRTC compilation) stay available, GPU entry points return DFGNN_STATUS_NO_DEVICE. */
+DFGNN_API dfgnn_status_t dfgnnCreate(dfgnn_context_t* ctx);
+DFGNN_API dfgnn_status_t dfgnnDestroy(dfgnn_context_t ctx);
+/* 1 if a CUDA device is usable from this process, else 0 (with the reason in *reason if non-null;
+ * the string lives as long as the context). */
+DFGNN_API dfgnn_status_t dfgnnHasDevice(dfgnn_context_t ctx, int* has_device, const char** reason);
+
+/* ---------------------------------------------------------------- graphs */
+
+typedef struct dfgnn_graph* dfgnn_graph_t;
+
+typedef enum dfgnn_index_type { DFGNN_INDEX_INT32 = 0, DFGNN_INDEX_INT64 = 1 } dfgnn_index_type_t;
+typedef enum dfgnn_memory { DFGNN_MEMORY_HOST = 0, DFGNN_MEMORY_DEVICE = 1 } dfgnn_memory_t;
+typedef enum dfgnn_duplicates {
+  DFGNN_DUPLICATES_KEEP = 0,  /* duplicate edges stay (each counts in softmax, as in PyG) */
+  DFGNN_DUPLICATES_REJECT = 1 /* a duplicate edge is an error (DFGNN_STATUS_DUPLICATE_EDGE) */
+} dfgnn_duplicates_t;
+
+typedef struct dfgnn_graph_options {
+  /* Non-zero: remove existing self-loops, then add one loop per node (PyG's add_self_loops).
+   * Loops are appended after the other edges; they get edge ids E'..E'+N-1 where E' is the
+   * edge count after removal. */
+  int add_self_loops;
+  dfgnn_duplicates_t duplicates;
+} dfgnn_graph_options_t;
+
+/* Default options: no self-loops added, duplicates kept. */
+DFGNN_API dfgnn_graph_options_t dfgnnGraphDefaultOptions(void);
+
+/* CSR by destination: row i holds the sources of its in-edges, col_idx[row_ptr[i] .. row_ptr[i+1]).
+ * row_ptr has num_nodes + 1 entries, col_idx has nnz. Both arrays have index_type and live in
+ * memory (host, or device memory of the current CUDA device). Neighbour order is kept. options
+ * may be null (defaults). Edge ids are CSR positions in the given arrays. */
+DFGNN_API dfgnn_status_t dfgnnGraphCreateCsr(dfgnn_context_t ctx, int64_t num_nodes, int64_t nnz,
+                                             const void* row_ptr, const void* col_idx,
+                                             dfgnn_index_type_t index_type, dfgnn_memory_t memory,
+                                             const dfgnn_graph_options_t* options,
+                                             dfgnn_graph_t* graph);
+
+/* COO as PyG's edge_index: a contiguous [2, num_edges] array, row 0 = source j, row 1 = target i.
+ * Edge ids are positions in edge_index; a row keeps its edges in that order (stable). */
+DFGNN_API dfgnn_status_t dfgnnGraphCreateCoo(dfgnn_context_t ctx, int64_t num_nodes, int64_t num_edges,
+                                             const void* edge_index, dfgnn_index_type_t index_type,
+                                             dfgnn_memory_t memory,
+                                             const dfgnn_graph_options_t* options,
+                                             dfgnn_graph_t* graph);
+
+/* Reads a graph file: the edge-list format of dfgnn's datasets ("# nodes N edges E ..." header,
+ * then "src dst" lines; ".gz" compressed or plain) or Matrix Market (".mtx", coordinate, pattern
+ * or valued; entry (r, c) is read as edge r -> c). A directory is read as DIR/edges.txt[.gz]. */
+DFGNN_API dfgnn_status_t dfgnnGraphCreateFromFile(dfgnn_context_t ctx, const char* path,
+                                                  const dfgnn_graph_options_t* options,
+                                                  dfgnn_graph_t* graph);
+
+/* R-MAT / Kronecker power-law generator. 2^scale nodes, num_edges sampled edges with quadrant
+ * probabilities a, b, c (d = 1 - a - b - c). Flags below; the result is deterministic per seed. */
+enum {
+  DFGNN_RMAT_DEDUPLICATE = 1,        /* drop repeated (src, dst) pairs */
+  DFGNN_RMAT_NO_SELF_LOOPS = 2,      /* drop i -> i */
+  DFGNN_RMAT_PERMUTE_IDS = 4,        /* random relabelling of node ids (breaks id/degree locality) */
+  DFGNN_RMAT_SYMMETRIZE = 8          /* add the reverse of every edge (before deduplication) */
+};
+DFGNN_API dfgnn_status_t dfgnnGraphCreateRmat(dfgnn_context_t ctx, int32_t scale, int64_t num_edges,
+                                              double a, double b, double c, uint32_t flags,
+                                              uint64_t seed, const dfgnn_graph_options_t* options,
+                                              dfgnn_graph_t* graph);
+
+/* A uniform random graph (each node receives avg_degree in-edges from uniform sources) with
+ * num_hubs planted hubs: hub nodes 0..num_hubs-1 each receive hub_degree in-edges from distinct
+ * uniform sources and send as many (the graph stays symmetric around hubs, as in social graphs). */
+DFGNN_API dfgnn_status_t dfgnnGraphCreatePlantedHubs(dfgnn_context_t ctx, int64_t num_nodes,
+                                                     int32_t avg_degree, int32_t num_hubs,
+                                                     int64_t hub_degree, uint64_t seed,
+                                                     const dfgnn_graph_options_t* options,
+                                                     dfgnn_graph_t* graph);
+
+DFGNN_API dfgnn_status_t dfgnnGraphDestroy(dfgnn_graph_t graph);
+
+/* Number of nodes and of edges (after self-loop handling). */
+DFGNN_API dfgnn_status_t dfgnnGraphGetSize(dfgnn_graph_t graph, int64_t* num_nodes, int64_t* num_edges);
+
+/* Borrowed int32 arrays of the graph, valid while the graph lives. memory selects the host copy or
+ * the device copy (made on first request, on the current CUDA device). Any output may be null.
+ * CSR: row_ptr [N+1], col_idx [E] (source j of each in-edge of row i), edge_id [E] (input edge id).
+ * CSC: col_ptr [N+1], row_idx [E] (destination i of each out-edge of column j), csr_pos [E]
+ *      (position of that edge in the CSR arrays, so per-edge data in CSR order is reachable). */
+DFGNN_API dfgnn_status_t dfgnnGraphGetCsr(dfgnn_graph_t graph, dfgnn_memory_t memory,
+                                          const int32_t** row_ptr, const int32_t** col_idx,
+                                          const int32_t** edge_id);
+DFGNN_API dfgnn_status_t dfgnnGraphGetCsc(dfgnn_graph_t graph, dfgnn_memory_t memory,
+                                          const int32_t** col_ptr, const int32_t** row_idx,
+                                          const int32_t** csr_pos);
+
+/* ---------------------------------------------------------------- degree fingerprint */
+
+#define DFGNN_FINGERPRINT_VERSION 1
+#define DFGNN_FINGERPRINT_HIST_BINS 24
+#define DFGNN_FINGERPRINT_HUB_THRESHOLDS 10
+
+/* Summary of a graph's in-degree distribution (degree = length of a CSR row), computed once per
+ * graph and cached on its handle. Used to reuse tuning results across similar graphs. */
+typedef struct dfgnn_fingerprint {
+  int32_t version;            /* DFGNN_FINGERPRINT_VERSION */
+  int64_t num_nodes;          /* N */
+  int64_t num_edges;          /* E (nnz) */
+  double mean_degree;         /* E / N (0 for an empty graph) */
+  int64_t max_degree;         /* largest in-degree */
+  /* Degree quantiles (nearest-rank on the sorted degrees: the smallest degree d such that at
+   * least q*N rows have degree <= d). */
+  double p50, p90, p99, p999;
+  double cv;                  /* coefficient of variation: stddev / mean of degree (0 if mean 0) */
+  double gini;                /* Gini coefficient of degrees, 0 = all equal, -> 1 = one row holds all */
+  /* hist[0] = share of rows with degree 0; hist[b] (b >= 1) = share of rows with degree in
+   * [2^(b-1), 2^b); the last bin also holds everything above. Sums to 1 (all 0 for N = 0). */
+  double hist[DFGNN_FINGERPRINT_HIST_BINS];
+  double top1pct_edge_share;  /* share of edges in the ceil(1% of N) rows of highest degree */
+  /* hub_rows[k] = number of rows with degree >= 2^(k+6), i.e. thresholds 64, 128, ..., 32768. */
+  int64_t hub_rows[DFGNN_FINGERPRINT_HUB_THRESHOLDS];
+} dfgnn_fingerprint_t;
+
+/* The graph's fingerprint (computed on first call, then cached). */
+DFGNN_API dfgnn_status_t dfgnnGraphGetFingerprint(dfgnn_graph_t graph, dfgnn_fingerprint_t* fingerprint);
+/* Stable, versioned text form (JSON with fixed key order). Writes at most capacity bytes including
+ * the terminating zero; *length receives the full length without the zero (call with capacity 0
+ * to size the buffer). */
+DFGNN_API dfgnn_status_t dfgnnFingerprintSerialize(const dfgnn_fingerprint_t* fingerprint, char* buffer,
+                                                   size_t capacity, size_t* length);
+/* Parses the text form; an unknown version or malformed text is DFGNN_STATUS_PARSE_ERROR. */
+DFGNN_API dfgnn_status_t dfgnnFingerprintParse(const char* text, dfgnn_fingerprint_t* fingerprint);
+/* Distance >= 0 between two fingerprints, 0 for identical ones, symmetric; it compares sizes on a
+ * log scale and the degree histograms and tail shares, so graphs that favour the same schedule
+ * lie close. Used for nearest-neighbour reuse of tuning results. */
+DFGNN_API dfgnn_status_t dfgnnFingerprintDistance(const dfgnn_fingerprint_t* a, const dfgnn_fingerprint_t* b,
+                                                  double* distance);
+/* Coarse bucket key ("n2^12.e2^14.max2^8.cv1"): graphs with the same key are candidates for
+ * reuse. Same buffer protocol as dfgnnFingerprintSerialize. */
+DFGNN_API dfgnn_status_t dfgnnFingerprintBucketKey(const dfgnn_fingerprint_t* fingerprint, char* buffer,
+                                                   size_t capacity, size_t* length);
+
+/* ---------------------------------------------------------------- attention ops */
+
+typedef enum dfgnn_model {
+  /* e_ij = LeakyReLU(att_dst . h_i + att_src . h_j);  out_i = sum_j alpha_ij h_j      (PyG GATConv) */
+  DFGNN_MODEL_GAT = 0,
+  /* e_ij = att . LeakyReLU(h_dst_i + h_j);            out_i = sum_j alpha_ij h_j      (PyG GATv2Conv;
+   * h = W_src x, h_dst = W_dst x) */
+  DFGNN_MODEL_GATV2 = 1,
+  /* e_ij = scale * (q_i . k_j), scale = 1/sqrt(D);    out_i = sum_j alpha_ij v_j      (PyG TransformerConv) */
+  DFGNN_MODEL_TRANSFORMER = 2,
+  /* e_ij = beta * cos(h_i, h_j);                      out_i = sum_j alpha_ij h_j      (PyG AGNNConv;
+   * cos uses max(|h|, 1e-12) as the norm, like torch.nn.functional.normalize) */
+  DFGNN_MODEL_AGNN = 3
+} dfgnn_model_t;
+/* Every model: per head, alpha_ij = exp(e_ij - m_i) / sum_j' exp(e_ij' - m_i) over the in-edges of
+ * i (m_i the row max); a row without in-edges gives out_i = 0. */
+
+typedef enum dfgnn_dtype {
+  DFGNN_DTYPE_FLOAT32 = 0,
+  DFGNN_DTYPE_FLOAT16 = 1,
+  DFGNN_DTYPE_BFLOAT16 = 2,
+  DFGNN_DTYPE_FLOAT64 = 3 /* reference ops only */
+} dfgnn_dtype_t;
+
+typedef enum dfgnn_direction { DFGNN_FORWARD = 0, DFGNN_BACKWARD = 1 } dfgnn_direction_t;
+
+/* What to compute. Feature tensors have dtype; attention vectors, beta, statistics and their
+ * gradients are always float32 (float64 for the reference ops); arithmetic accumulates in
+ * float32 (float64 for the reference). */
+typedef struct dfgnn_op {
+  dfgnn_model_t model;
+  dfgnn_dtype_t dtype;
+  int32_t heads;          /* H >= 1 */
+  int32_t dim;            /* D >= 1 (channels per head) */
+  float negative_slope;   /* GAT, GATv2: LeakyReLU slope (PyG default 0.2) */
+  float scale;            /* Transformer: score scale; 0 means 1/sqrt(D) */
+  int32_t deterministic;  /* non-zero: bitwise reproducible results (no floating-point atomics) */
+} dfgnn_op_t;
+
+/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), deterministic. */
+DFGNN_API dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim);
+
+/* Inputs of an op; a model reads only the fields listed for it and requires those to be non-null
+ * (a field it does not read must be null, so mixed-up arguments are caught).
+ *   GAT:          h [N,H,D], att_src [H,D], att_dst [H,D]
+ *   GATv2:        h [N,H,D] (source side, also aggregated), h_dst [N,H,D], att_src [H,D] (= att)
+ *   Transformer:  q, k, v [N,H,D]
+ *   AGNN:         h [N,H,D], beta [1] */
+typedef struct dfgnn_inputs {
+  const void* h;
+  const void* h_dst;
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* att_src;
+  const void* att_dst;
+  const void* beta;
+} dfgnn_inputs_t;
+
+/* Gradients of the inputs, same shapes and null rules as dfgnn_inputs_t (written, not added to). */
+typedef struct dfgnn_grads {
+  void* h;
+  void* h_dst;
+  void* q;
+  void* k;
+  void* v;
+  void* att_src;
+  void* att_dst;
+  void* beta;
+} dfgnn_grads_t;
+
+/* ---------------------------------------------------------------- float64 reference ops (host) */
+
+/* Forward on host float64 arrays (op->dtype must be DFGNN_DTYPE_FLOAT64). out [N,H,D]; lse [N,H]
+ * receives the per-(node, head) log-sum-exp of scores (-inf for rows without in-edges), may be null. */
+DFGNN_API dfgnn_status_t dfgnnReferenceForward(dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                               const dfgnn_inputs_t* inputs, double* out, double* lse);
+/* Backward on host float64 arrays: given d(loss)/d(out) [N,H,D], writes the gradient of every
+ * input the model reads. */
+DFGNN_API dfgnn_status_t dfgnnReferenceBackward(dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                                const dfgnn_inputs_t* inputs, const double* grad_out,
+                                                const dfgnn_grads_t* grads);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DFGNN_DFGNN_H */

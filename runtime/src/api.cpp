@@ -1,0 +1,335 @@
+// The C boundary: argument unpacking and exception-to-status mapping for every entry point.
+#include <dfgnn/dfgnn.h>
+
+#include "api_guard.hpp"
+#include "context.hpp"
+#include "fingerprint.hpp"
+#include "graph.hpp"
+#include "graph_io.hpp"
+#include "op.hpp"
+#include "reference.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+// Opaque handle types of the C API.
+struct dfgnn_context {
+  dfgnn::Context impl;
+};
+struct dfgnn_graph {
+  std::unique_ptr<dfgnn::Graph> impl;
+};
+
+namespace dfgnn {
+namespace {
+
+thread_local std::string last_error;
+
+dfgnn_graph_options_t options_or_default(const dfgnn_graph_options_t* options) {
+  return options != nullptr ? *options : dfgnnGraphDefaultOptions();
+}
+
+template <typename T>
+T& out_param(T* p, const char* name) {
+  if (p == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "{} (output) is null", name);
+  return *p;
+}
+
+const Graph& graph_of(dfgnn_graph_t graph) { return *deref<dfgnn_graph>(graph, "graph").impl; }
+
+void publish(std::unique_ptr<Graph> impl, dfgnn_graph_t* graph) {
+  *graph = new dfgnn_graph{std::move(impl)};
+}
+
+// Copies a device array to host so one validated construction path serves both memories.
+std::vector<unsigned char> fetch_from_device(const void* device_ptr, size_t bytes, const char* name) {
+  require_device(name);
+  std::vector<unsigned char> host(bytes);
+  if (bytes > 0) cuda_check(cudaMemcpy(host.data(), device_ptr, bytes, cudaMemcpyDeviceToHost), name);
+  return host;
+}
+
+size_t index_size(dfgnn_index_type_t type) { return type == DFGNN_INDEX_INT64 ? 8 : 4; }
+
+void check_memory(dfgnn_memory_t memory) {
+  if (memory != DFGNN_MEMORY_HOST && memory != DFGNN_MEMORY_DEVICE)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "memory {} is neither DFGNN_MEMORY_HOST nor DFGNN_MEMORY_DEVICE",
+         static_cast<int>(memory));
+}
+
+// Writes text to a caller buffer with the size-query protocol of the header.
+void write_text(const std::string& text, char* buffer, size_t capacity, size_t* length) {
+  if (length != nullptr) *length = text.size();
+  if (capacity == 0) return;
+  if (buffer == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "buffer is null but capacity = {}", capacity);
+  const size_t n = std::min(text.size(), capacity - 1);
+  std::memcpy(buffer, text.data(), n);
+  buffer[n] = '\0';
+}
+
+const void* const* slots_of(const dfgnn_inputs_t& in) { return reinterpret_cast<const void* const*>(&in); }
+
+void check_reference_op(const Graph& graph, const dfgnn_op_t* op) {
+  if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
+  validate_op(*op, graph.num_nodes());
+  if (op->dtype != DFGNN_DTYPE_FLOAT64)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "reference ops take float64 arrays: op.dtype must be DFGNN_DTYPE_FLOAT64 (got {})",
+         dtype_name(op->dtype));
+}
+
+}  // namespace
+
+void set_last_error(const std::string& message) { last_error = message; }
+void clear_last_error() { last_error.clear(); }
+
+}  // namespace dfgnn
+
+using namespace dfgnn;
+
+extern "C" {
+
+const char* dfgnnGetStatusString(dfgnn_status_t status) {
+  switch (status) {
+    case DFGNN_STATUS_SUCCESS: return "success";
+    case DFGNN_STATUS_INVALID_ARGUMENT: return "invalid argument";
+    case DFGNN_STATUS_NULL_POINTER: return "null pointer with non-zero size";
+    case DFGNN_STATUS_NEGATIVE_SIZE: return "negative size";
+    case DFGNN_STATUS_INDEX_OVERFLOW: return "size does not fit the index type";
+    case DFGNN_STATUS_ROW_PTR_START: return "row_ptr does not start at 0";
+    case DFGNN_STATUS_ROW_PTR_DECREASING: return "row_ptr decreases";
+    case DFGNN_STATUS_ROW_PTR_END: return "row_ptr does not end at nnz";
+    case DFGNN_STATUS_INDEX_OUT_OF_RANGE: return "node index out of range";
+    case DFGNN_STATUS_DUPLICATE_EDGE: return "duplicate edge";
+    case DFGNN_STATUS_OUT_OF_MEMORY: return "out of memory";
+    case DFGNN_STATUS_NO_DEVICE: return "no CUDA device";
+    case DFGNN_STATUS_CUDA_ERROR: return "CUDA error";
+    case DFGNN_STATUS_COMPILE_ERROR: return "NVRTC compile error";
+    case DFGNN_STATUS_NOT_SUPPORTED: return "not supported";
+    case DFGNN_STATUS_IO_ERROR: return "I/O error";
+    case DFGNN_STATUS_PARSE_ERROR: return "parse error";
+    case DFGNN_STATUS_DATABASE_ERROR: return "database error";
+    case DFGNN_STATUS_INTERNAL_ERROR: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* dfgnnGetLastErrorMessage(void) { return last_error.c_str(); }
+
+const char* dfgnnGetVersion(void) { return DFGNN_VERSION_STRING; }
+
+dfgnn_status_t dfgnnCreate(dfgnn_context_t* ctx) {
+  return guard([&] { out_param(ctx, "ctx") = new dfgnn_context{}; });
+}
+
+dfgnn_status_t dfgnnDestroy(dfgnn_context_t ctx) {
+  return guard([&] { delete ctx; });
+}
+
+dfgnn_status_t dfgnnHasDevice(dfgnn_context_t ctx, int* has_device, const char** reason) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    const DeviceStatus& s = device_status();
+    out_param(has_device, "has_device") = s.available ? 1 : 0;
+    if (reason != nullptr) *reason = s.reason.c_str();
+  });
+}
+
+dfgnn_graph_options_t dfgnnGraphDefaultOptions(void) {
+  dfgnn_graph_options_t options;
+  options.add_self_loops = 0;
+  options.duplicates = DFGNN_DUPLICATES_KEEP;
+  return options;
+}
+
+dfgnn_status_t dfgnnGraphCreateCsr(dfgnn_context_t ctx, int64_t num_nodes, int64_t nnz, const void* row_ptr,
+                                   const void* col_idx, dfgnn_index_type_t index_type, dfgnn_memory_t memory,
+                                   const dfgnn_graph_options_t* options, dfgnn_graph_t* graph) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    out_param(graph, "graph");
+    check_memory(memory);
+    const dfgnn_graph_options_t opts = options_or_default(options);
+    Graph::check_csr_shape(num_nodes, nnz, row_ptr, col_idx, index_type, opts);
+    if (memory == DFGNN_MEMORY_HOST || row_ptr == nullptr) {
+      publish(Graph::from_csr(num_nodes, nnz, row_ptr, col_idx, index_type, opts), graph);
+      return;
+    }
+    const size_t w = index_size(index_type);
+    auto ptr = fetch_from_device(row_ptr, static_cast<size_t>(num_nodes + 1) * w, "row_ptr (device)");
+    auto col = fetch_from_device(col_idx, static_cast<size_t>(nnz) * w, "col_idx (device)");
+    publish(Graph::from_csr(num_nodes, nnz, ptr.data(), col.data(), index_type, opts), graph);
+  });
+}
+
+dfgnn_status_t dfgnnGraphCreateCoo(dfgnn_context_t ctx, int64_t num_nodes, int64_t num_edges, const void* edge_index,
+                                   dfgnn_index_type_t index_type, dfgnn_memory_t memory,
+                                   const dfgnn_graph_options_t* options, dfgnn_graph_t* graph) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    out_param(graph, "graph");
+    check_memory(memory);
+    const dfgnn_graph_options_t opts = options_or_default(options);
+    Graph::check_coo_shape(num_nodes, num_edges, edge_index, index_type, opts);
+    if (memory == DFGNN_MEMORY_HOST || edge_index == nullptr) {
+      publish(Graph::from_coo(num_nodes, num_edges, edge_index, index_type, opts), graph);
+      return;
+    }
+    auto host = fetch_from_device(edge_index, static_cast<size_t>(2 * num_edges) * index_size(index_type),
+                                  "edge_index (device)");
+    publish(Graph::from_coo(num_nodes, num_edges, host.data(), index_type, opts), graph);
+  });
+}
+
+dfgnn_status_t dfgnnGraphCreateFromFile(dfgnn_context_t ctx, const char* path, const dfgnn_graph_options_t* options,
+                                        dfgnn_graph_t* graph) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    out_param(graph, "graph");
+    if (path == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "path is null");
+    EdgeList edges = read_graph_file(path);
+    publish(Graph::from_coo(edges.num_nodes, edges.num_edges(), edges.edge_index.data(), DFGNN_INDEX_INT64,
+                            options_or_default(options)),
+            graph);
+  });
+}
+
+dfgnn_status_t dfgnnGraphCreateRmat(dfgnn_context_t ctx, int32_t scale, int64_t num_edges, double a, double b,
+                                    double c, uint32_t flags, uint64_t seed, const dfgnn_graph_options_t* options,
+                                    dfgnn_graph_t* graph) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    out_param(graph, "graph");
+    EdgeList edges = generate_rmat(scale, num_edges, a, b, c, flags, seed);
+    publish(Graph::from_coo(edges.num_nodes, edges.num_edges(), edges.edge_index.data(), DFGNN_INDEX_INT64,
+                            options_or_default(options)),
+            graph);
+  });
+}
+
+dfgnn_status_t dfgnnGraphCreatePlantedHubs(dfgnn_context_t ctx, int64_t num_nodes, int32_t avg_degree,
+                                           int32_t num_hubs, int64_t hub_degree, uint64_t seed,
+                                           const dfgnn_graph_options_t* options, dfgnn_graph_t* graph) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    out_param(graph, "graph");
+    EdgeList edges = generate_planted_hubs(num_nodes, avg_degree, num_hubs, hub_degree, seed);
+    publish(Graph::from_coo(edges.num_nodes, edges.num_edges(), edges.edge_index.data(), DFGNN_INDEX_INT64,
+                            options_or_default(options)),
+            graph);
+  });
+}
+
+dfgnn_status_t dfgnnGraphDestroy(dfgnn_graph_t graph) {
+  return guard([&] { delete graph; });
+}
+
+dfgnn_status_t dfgnnGraphGetSize(dfgnn_graph_t graph, int64_t* num_nodes, int64_t* num_edges) {
+  return guard([&] {
+    const Graph& g = graph_of(graph);
+    if (num_nodes != nullptr) *num_nodes = g.num_nodes();
+    if (num_edges != nullptr) *num_edges = g.num_edges();
+  });
+}
+
+namespace {
+void get_compressed(const Compressed& host, const DeviceCompressed* device, const int32_t** ptr, const int32_t** idx,
+                    const int32_t** eid) {
+  if (ptr != nullptr) *ptr = device ? device->ptr.as<const int32_t>() : host.ptr.data();
+  if (idx != nullptr) *idx = device ? device->idx.as<const int32_t>() : host.idx.data();
+  if (eid != nullptr) *eid = device ? device->eid.as<const int32_t>() : host.eid.data();
+}
+}  // namespace
+
+dfgnn_status_t dfgnnGraphGetCsr(dfgnn_graph_t graph, dfgnn_memory_t memory, const int32_t** row_ptr,
+                                const int32_t** col_idx, const int32_t** edge_id) {
+  return guard([&] {
+    const Graph& g = graph_of(graph);
+    check_memory(memory);
+    get_compressed(g.csr(), memory == DFGNN_MEMORY_DEVICE ? &g.device_csr() : nullptr, row_ptr, col_idx, edge_id);
+  });
+}
+
+dfgnn_status_t dfgnnGraphGetCsc(dfgnn_graph_t graph, dfgnn_memory_t memory, const int32_t** col_ptr,
+                                const int32_t** row_idx, const int32_t** csr_pos) {
+  return guard([&] {
+    const Graph& g = graph_of(graph);
+    check_memory(memory);
+    get_compressed(g.csc(), memory == DFGNN_MEMORY_DEVICE ? &g.device_csc() : nullptr, col_ptr, row_idx, csr_pos);
+  });
+}
+
+dfgnn_status_t dfgnnGraphGetFingerprint(dfgnn_graph_t graph, dfgnn_fingerprint_t* fingerprint) {
+  return guard([&] { out_param(fingerprint, "fingerprint") = graph_of(graph).fingerprint(); });
+}
+
+dfgnn_status_t dfgnnFingerprintSerialize(const dfgnn_fingerprint_t* fingerprint, char* buffer, size_t capacity,
+                                         size_t* length) {
+  return guard([&] {
+    if (fingerprint == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "fingerprint is null");
+    write_text(serialize_fingerprint(*fingerprint), buffer, capacity, length);
+  });
+}
+
+dfgnn_status_t dfgnnFingerprintParse(const char* text, dfgnn_fingerprint_t* fingerprint) {
+  return guard([&] {
+    if (text == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "text is null");
+    out_param(fingerprint, "fingerprint") = parse_fingerprint(text);
+  });
+}
+
+dfgnn_status_t dfgnnFingerprintDistance(const dfgnn_fingerprint_t* a, const dfgnn_fingerprint_t* b, double* distance) {
+  return guard([&] {
+    if (a == nullptr || b == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "fingerprint {} is null", a ? "b" : "a");
+    out_param(distance, "distance") = fingerprint_distance(*a, *b);
+  });
+}
+
+dfgnn_status_t dfgnnFingerprintBucketKey(const dfgnn_fingerprint_t* fingerprint, char* buffer, size_t capacity,
+                                         size_t* length) {
+  return guard([&] {
+    if (fingerprint == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "fingerprint is null");
+    write_text(fingerprint_bucket_key(*fingerprint), buffer, capacity, length);
+  });
+}
+
+dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim) {
+  dfgnn_op_t op;
+  op.model = model;
+  op.dtype = dtype;
+  op.heads = heads;
+  op.dim = dim;
+  op.negative_slope = 0.2f;
+  op.scale = 0.0f;
+  op.deterministic = 1;
+  return op;
+}
+
+dfgnn_status_t dfgnnReferenceForward(dfgnn_graph_t graph, const dfgnn_op_t* op, const dfgnn_inputs_t* inputs,
+                                     double* out, double* lse) {
+  return guard([&] {
+    const Graph& g = graph_of(graph);
+    check_reference_op(g, op);
+    if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
+    validate_slots(*op, slots_of(*inputs), "inputs");
+    if (out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
+    reference_forward(g, *op, *inputs, out, lse);
+  });
+}
+
+dfgnn_status_t dfgnnReferenceBackward(dfgnn_graph_t graph, const dfgnn_op_t* op, const dfgnn_inputs_t* inputs,
+                                      const double* grad_out, const dfgnn_grads_t* grads) {
+  return guard([&] {
+    const Graph& g = graph_of(graph);
+    check_reference_op(g, op);
+    if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
+    if (grads == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "grads is null");
+    validate_slots(*op, slots_of(*inputs), "inputs");
+    validate_slots(*op, reinterpret_cast<const void* const*>(grads), "grads");
+    if (grad_out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "grad_out is null");
+    reference_backward(g, *op, *inputs, grad_out, *grads);
+  });
+}
+
+}  // extern "C"

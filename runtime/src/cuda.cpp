@@ -1,0 +1,68 @@
+#include "cuda.hpp"
+
+#include "error.hpp"
+
+#include <utility>
+
+namespace dfgnn {
+
+const DeviceStatus& device_status() {
+  static const DeviceStatus status = [] {
+    DeviceStatus s;
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      s.reason = fmt::format("no CUDA device: cudaGetDeviceCount failed: {} ({})", cudaGetErrorString(err),
+                             cudaGetErrorName(err));
+      cudaGetLastError();  // clear the sticky-free error so later probes start clean
+    } else if (count == 0) {
+      s.reason = "no CUDA device: the driver reports 0 devices";
+    } else {
+      s.available = true;
+    }
+    return s;
+  }();
+  return status;
+}
+
+void require_device(const char* what) {
+  const DeviceStatus& s = device_status();
+  if (!s.available) fail(DFGNN_STATUS_NO_DEVICE, "{} needs a GPU: {}", what, s.reason);
+}
+
+void cuda_check(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return;
+  if (status == cudaErrorMemoryAllocation)
+    fail(DFGNN_STATUS_OUT_OF_MEMORY, "{}: out of device memory", what);
+  fail(DFGNN_STATUS_CUDA_ERROR, "{}: {} ({})", what, cudaGetErrorString(status), cudaGetErrorName(status));
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  require_device("device allocation");
+  cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+DeviceBuffer upload(const void* host, size_t bytes) {
+  DeviceBuffer buffer(bytes);
+  if (bytes > 0) cuda_check(cudaMemcpy(buffer.get(), host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  return buffer;
+}
+
+}  // namespace dfgnn

@@ -1,0 +1,48 @@
+// Thin CUDA runtime helpers. dfgnn links cudart (never libcuda directly), so the library loads on
+// machines without a driver; device_status() says whether GPU entry points can run.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+
+namespace dfgnn {
+
+struct DeviceStatus {
+  bool available = false;
+  std::string reason;  // why not, when !available
+};
+
+// Probed once per process (cudaGetDeviceCount), cached.
+const DeviceStatus& device_status();
+// Throws Error(NO_DEVICE) with the reason when no device is usable.
+void require_device(const char* what);
+// Throws Error(CUDA_ERROR) naming the call when status != cudaSuccess.
+void cuda_check(cudaError_t status, const char* what);
+
+// Owning device allocation (cudaMalloc / cudaFree).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Copies host -> new device buffer.
+DeviceBuffer upload(const void* host, size_t bytes);
+
+}  // namespace dfgnn

@@ -1,0 +1,226 @@
+#include "graph.hpp"
+
+#include "error.hpp"
+#include "fingerprint.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace dfgnn {
+namespace {
+
+constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+
+// Reads element i of an int32 or int64 array as int64.
+struct IndexArray {
+  const void* data;
+  dfgnn_index_type_t type;
+  int64_t operator[](int64_t i) const {
+    return type == DFGNN_INDEX_INT32 ? static_cast<const int32_t*>(data)[i] : static_cast<const int64_t*>(data)[i];
+  }
+};
+
+
+void check_index_type(dfgnn_index_type_t type) {
+  if (type != DFGNN_INDEX_INT32 && type != DFGNN_INDEX_INT64)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "index_type {} is neither DFGNN_INDEX_INT32 nor DFGNN_INDEX_INT64",
+         static_cast<int>(type));
+}
+
+void check_options(const dfgnn_graph_options_t& options) {
+  if (options.duplicates != DFGNN_DUPLICATES_KEEP && options.duplicates != DFGNN_DUPLICATES_REJECT)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "options.duplicates {} is not a dfgnn_duplicates_t value",
+         static_cast<int>(options.duplicates));
+}
+
+// Sizes shared by CSR and COO input: non-negative, representable in the given index type and in
+// dfgnn's int32 internal indices (the last node id and the edge count must fit).
+void check_sizes(int64_t num_nodes, int64_t num_edges, dfgnn_index_type_t type, const char* edges_name) {
+  if (num_nodes < 0) fail(DFGNN_STATUS_NEGATIVE_SIZE, "num_nodes is negative ({})", num_nodes);
+  if (num_edges < 0) fail(DFGNN_STATUS_NEGATIVE_SIZE, "{} is negative ({})", edges_name, num_edges);
+  if (type == DFGNN_INDEX_INT32 && num_edges > kMaxIndex)
+    fail(DFGNN_STATUS_INDEX_OVERFLOW, "{} = {} does not fit the int32 index type", edges_name, num_edges);
+  if (num_nodes > kMaxIndex - 1)
+    fail(DFGNN_STATUS_INDEX_OVERFLOW, "num_nodes = {} exceeds dfgnn's limit of {} nodes", num_nodes, kMaxIndex - 1);
+  if (num_edges > kMaxIndex)
+    fail(DFGNN_STATUS_INDEX_OVERFLOW, "{} = {} exceeds dfgnn's limit of {} edges", edges_name, num_edges, kMaxIndex);
+}
+
+void check_node_index(int64_t value, int64_t num_nodes, const char* array, int64_t position) {
+  if (value < 0 || value >= num_nodes)
+    fail(DFGNN_STATUS_INDEX_OUT_OF_RANGE, "{}[{}] = {} is out of range [0, {})", array, position, value, num_nodes);
+}
+
+// One in-edge j -> i with its input id, during construction.
+struct Edge {
+  int32_t src;
+  int32_t dst;
+};
+
+// Builds the final CSR by destination from validated edges in input order: drops self-loops and
+// appends one per node when asked, checks duplicates when asked, keeps input order within rows.
+Compressed build_csr(int32_t num_nodes, const std::vector<Edge>& edges, const dfgnn_graph_options_t& options) {
+  const bool loops = options.add_self_loops != 0;
+  Compressed csr;
+  csr.num_rows = num_nodes;
+  csr.ptr.assign(static_cast<size_t>(num_nodes) + 1, 0);
+  int64_t kept = 0;
+  for (const Edge& e : edges) {
+    if (loops && e.src == e.dst) continue;
+    ++csr.ptr[e.dst + 1];
+    ++kept;
+  }
+  if (loops) {
+    if (kept + num_nodes > kMaxIndex)
+      fail(DFGNN_STATUS_INDEX_OVERFLOW, "adding {} self-loops to {} edges exceeds dfgnn's limit of {} edges",
+           num_nodes, kept, kMaxIndex);
+    for (int32_t i = 0; i < num_nodes; ++i) ++csr.ptr[i + 1];
+  }
+  for (int32_t i = 0; i < num_nodes; ++i) csr.ptr[i + 1] += csr.ptr[i];
+  const int64_t nnz = csr.ptr[num_nodes];
+  csr.idx.resize(nnz);
+  csr.eid.resize(nnz);
+  std::vector<int32_t> cursor(csr.ptr.begin(), csr.ptr.end() - 1);
+  int32_t id = 0;
+  for (const Edge& e : edges) {
+    if (loops && e.src == e.dst) continue;
+    const int32_t pos = cursor[e.dst]++;
+    csr.idx[pos] = e.src;
+    csr.eid[pos] = id++;
+  }
+  if (loops) {
+    for (int32_t i = 0; i < num_nodes; ++i) {
+      const int32_t pos = cursor[i]++;
+      csr.idx[pos] = i;
+      csr.eid[pos] = id++;
+    }
+  }
+  if (options.duplicates == DFGNN_DUPLICATES_REJECT) {
+    std::vector<int32_t> row;
+    for (int32_t i = 0; i < num_nodes; ++i) {
+      row.assign(csr.idx.begin() + csr.ptr[i], csr.idx.begin() + csr.ptr[i + 1]);
+      std::sort(row.begin(), row.end());
+      auto dup = std::adjacent_find(row.begin(), row.end());
+      if (dup != row.end())
+        fail(DFGNN_STATUS_DUPLICATE_EDGE, "duplicate edge {} -> {} (duplicates are rejected by the graph options)",
+             *dup, i);
+    }
+  }
+  return csr;
+}
+
+}  // namespace
+
+Compressed transpose(const Compressed& csr) {
+  Compressed t;
+  t.num_rows = csr.num_rows;
+  t.ptr.assign(static_cast<size_t>(csr.num_rows) + 1, 0);
+  for (int32_t j : csr.idx) ++t.ptr[j + 1];
+  for (int32_t j = 0; j < csr.num_rows; ++j) t.ptr[j + 1] += t.ptr[j];
+  t.idx.resize(csr.idx.size());
+  t.eid.resize(csr.idx.size());
+  std::vector<int32_t> cursor(t.ptr.begin(), t.ptr.end() - 1);
+  for (int32_t i = 0; i < csr.num_rows; ++i) {
+    for (int32_t p = csr.ptr[i]; p < csr.ptr[i + 1]; ++p) {
+      const int32_t pos = cursor[csr.idx[p]]++;
+      t.idx[pos] = i;
+      t.eid[pos] = p;
+    }
+  }
+  return t;
+}
+
+Graph::Graph(Compressed csr) : csr_(std::move(csr)), csc_(transpose(csr_)) {}
+
+void Graph::check_csr_shape(int64_t num_nodes, int64_t nnz, const void* row_ptr, const void* col_idx,
+                            dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options) {
+  check_index_type(index_type);
+  check_options(options);
+  check_sizes(num_nodes, nnz, index_type, "nnz");
+  if (row_ptr == nullptr && num_nodes > 0)
+    fail(DFGNN_STATUS_NULL_POINTER, "row_ptr is null but num_nodes = {}", num_nodes);
+  if (col_idx == nullptr && nnz > 0) fail(DFGNN_STATUS_NULL_POINTER, "col_idx is null but nnz = {}", nnz);
+  if (row_ptr == nullptr && nnz > 0) fail(DFGNN_STATUS_NULL_POINTER, "row_ptr is null but nnz = {}", nnz);
+}
+
+void Graph::check_coo_shape(int64_t num_nodes, int64_t num_edges, const void* edge_index,
+                            dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options) {
+  check_index_type(index_type);
+  check_options(options);
+  check_sizes(num_nodes, num_edges, index_type, "num_edges");
+  if (edge_index == nullptr && num_edges > 0)
+    fail(DFGNN_STATUS_NULL_POINTER, "edge_index is null but num_edges = {}", num_edges);
+}
+
+std::unique_ptr<Graph> Graph::from_csr(int64_t num_nodes, int64_t nnz, const void* row_ptr, const void* col_idx,
+                                       dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options) {
+  check_csr_shape(num_nodes, nnz, row_ptr, col_idx, index_type, options);
+
+  std::vector<Edge> edges;
+  if (row_ptr != nullptr) {
+    const IndexArray ptr{row_ptr, index_type};
+    if (ptr[0] != 0) fail(DFGNN_STATUS_ROW_PTR_START, "row_ptr[0] = {} but must be 0", ptr[0]);
+    for (int64_t i = 0; i < num_nodes; ++i) {
+      if (ptr[i + 1] < ptr[i])
+        fail(DFGNN_STATUS_ROW_PTR_DECREASING, "row_ptr decreases at row {}: row_ptr[{}] = {} > row_ptr[{}] = {}", i, i,
+             ptr[i], i + 1, ptr[i + 1]);
+      // Checked per step so a corrupt row_ptr never drives reads of col_idx past nnz.
+      if (ptr[i + 1] > nnz)
+        fail(DFGNN_STATUS_ROW_PTR_END, "row_ptr[{}] = {} exceeds nnz = {}", i + 1, ptr[i + 1], nnz);
+    }
+    if (ptr[num_nodes] != nnz)
+      fail(DFGNN_STATUS_ROW_PTR_END, "row_ptr[{}] = {} but must equal nnz = {}", num_nodes, ptr[num_nodes], nnz);
+    const IndexArray col{col_idx, index_type};
+    edges.reserve(static_cast<size_t>(nnz));
+    for (int64_t i = 0; i < num_nodes; ++i) {
+      for (int64_t p = ptr[i]; p < ptr[i + 1]; ++p) {
+        check_node_index(col[p], num_nodes, "col_idx", p);
+        edges.push_back({static_cast<int32_t>(col[p]), static_cast<int32_t>(i)});
+      }
+    }
+  }
+  return std::unique_ptr<Graph>(new Graph(build_csr(static_cast<int32_t>(num_nodes), edges, options)));
+}
+
+std::unique_ptr<Graph> Graph::from_coo(int64_t num_nodes, int64_t num_edges, const void* edge_index,
+                                       dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options) {
+  check_coo_shape(num_nodes, num_edges, edge_index, index_type, options);
+  const IndexArray index{edge_index, index_type};
+  std::vector<Edge> edges(static_cast<size_t>(num_edges));
+  for (int64_t e = 0; e < num_edges; ++e) {
+    const int64_t src = index[e], dst = index[num_edges + e];
+    check_node_index(src, num_nodes, "edge_index[0]", e);
+    check_node_index(dst, num_nodes, "edge_index[1]", e);
+    edges[e] = {static_cast<int32_t>(src), static_cast<int32_t>(dst)};
+  }
+  return std::unique_ptr<Graph>(new Graph(build_csr(static_cast<int32_t>(num_nodes), edges, options)));
+}
+
+const dfgnn_fingerprint_t& Graph::fingerprint() const {
+  std::call_once(fingerprint_once_, [&] { fingerprint_ = compute_fingerprint(csr_); });
+  return fingerprint_;
+}
+
+namespace {
+DeviceCompressed upload_compressed(const Compressed& c) {
+  DeviceCompressed d;
+  d.ptr = upload(c.ptr.data(), c.ptr.size() * sizeof(int32_t));
+  d.idx = upload(c.idx.data(), c.idx.size() * sizeof(int32_t));
+  d.eid = upload(c.eid.data(), c.eid.size() * sizeof(int32_t));
+  return d;
+}
+}  // namespace
+
+const DeviceCompressed& Graph::device_csr() const {
+  std::lock_guard lock(device_mutex_);
+  if (!device_csr_) device_csr_ = upload_compressed(csr_);
+  return *device_csr_;
+}
+
+const DeviceCompressed& Graph::device_csc() const {
+  std::lock_guard lock(device_mutex_);
+  if (!device_csc_) device_csc_ = upload_compressed(csc_);
+  return *device_csc_;
+}
+
+}  // namespace dfgnn

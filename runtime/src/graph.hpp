@@ -1,0 +1,72 @@
+// Graph handle internals: validated CSR by destination plus its transpose, fingerprint and device
+// copies made once and cached on the handle.
+#pragma once
+
+#include <dfgnn/dfgnn.h>
+
+#include "cuda.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace dfgnn {
+
+// Compressed rows of int32 indices. As CSR (by destination): row i lists sources j, eid = input
+// edge id. As CSC: column j lists destinations i, eid = the edge's position in the CSR arrays.
+struct Compressed {
+  int32_t num_rows = 0;
+  std::vector<int32_t> ptr{0};  // [num_rows + 1]
+  std::vector<int32_t> idx;     // [nnz]
+  std::vector<int32_t> eid;     // [nnz]
+
+  int64_t nnz() const { return static_cast<int64_t>(idx.size()); }
+  int32_t degree(int32_t row) const { return ptr[row + 1] - ptr[row]; }
+};
+
+// Transpose with stable order: within a column, entries keep increasing CSR position.
+Compressed transpose(const Compressed& csr);
+
+struct DeviceCompressed {
+  DeviceBuffer ptr, idx, eid;
+};
+
+class Graph {
+ public:
+  // Host arrays; validated with a specific status per kind of bad input.
+  static std::unique_ptr<Graph> from_csr(int64_t num_nodes, int64_t nnz, const void* row_ptr,
+                                         const void* col_idx, dfgnn_index_type_t index_type,
+                                         const dfgnn_graph_options_t& options);
+  // Shape checks alone (enums, sizes, null pointers), run before any array is read or copied.
+  static void check_csr_shape(int64_t num_nodes, int64_t nnz, const void* row_ptr, const void* col_idx,
+                              dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options);
+  static void check_coo_shape(int64_t num_nodes, int64_t num_edges, const void* edge_index,
+                              dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options);
+  // edge_index is [2, num_edges]: sources then destinations.
+  static std::unique_ptr<Graph> from_coo(int64_t num_nodes, int64_t num_edges, const void* edge_index,
+                                         dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options);
+
+  int32_t num_nodes() const { return csr_.num_rows; }
+  int64_t num_edges() const { return csr_.nnz(); }
+  const Compressed& csr() const { return csr_; }
+  const Compressed& csc() const { return csc_; }
+
+  // Computed once, thread-safe.
+  const dfgnn_fingerprint_t& fingerprint() const;
+  // Uploaded once to the current device, thread-safe. Throws NO_DEVICE without a GPU.
+  const DeviceCompressed& device_csr() const;
+  const DeviceCompressed& device_csc() const;
+
+ private:
+  explicit Graph(Compressed csr);
+  Compressed csr_;
+  Compressed csc_;
+  mutable std::once_flag fingerprint_once_;
+  mutable dfgnn_fingerprint_t fingerprint_{};
+  mutable std::mutex device_mutex_;
+  mutable std::optional<DeviceCompressed> device_csr_, device_csc_;
+};
+
+}  // namespace dfgnn

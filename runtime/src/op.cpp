@@ -1,0 +1,82 @@
+#include "op.hpp"
+
+#include "error.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace dfgnn {
+
+namespace {
+constexpr const char* kSlotNames[8] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta"};
+}
+
+uint32_t model_slots(dfgnn_model_t model) {
+  switch (model) {
+    case DFGNN_MODEL_GAT: return kSlotH | kSlotAttSrc | kSlotAttDst;
+    case DFGNN_MODEL_GATV2: return kSlotH | kSlotHDst | kSlotAttSrc;
+    case DFGNN_MODEL_TRANSFORMER: return kSlotQ | kSlotK | kSlotV;
+    case DFGNN_MODEL_AGNN: return kSlotH | kSlotBeta;
+  }
+  fail(DFGNN_STATUS_INVALID_ARGUMENT, "model {} is not a dfgnn_model_t value", static_cast<int>(model));
+}
+
+const char* model_name(dfgnn_model_t model) {
+  switch (model) {
+    case DFGNN_MODEL_GAT: return "gat";
+    case DFGNN_MODEL_GATV2: return "gatv2";
+    case DFGNN_MODEL_TRANSFORMER: return "transformer";
+    case DFGNN_MODEL_AGNN: return "agnn";
+  }
+  return "unknown";
+}
+
+const char* dtype_name(dfgnn_dtype_t dtype) {
+  switch (dtype) {
+    case DFGNN_DTYPE_FLOAT32: return "float32";
+    case DFGNN_DTYPE_FLOAT16: return "float16";
+    case DFGNN_DTYPE_BFLOAT16: return "bfloat16";
+    case DFGNN_DTYPE_FLOAT64: return "float64";
+  }
+  return "unknown";
+}
+
+size_t dtype_size(dfgnn_dtype_t dtype) {
+  switch (dtype) {
+    case DFGNN_DTYPE_FLOAT32: return 4;
+    case DFGNN_DTYPE_FLOAT16:
+    case DFGNN_DTYPE_BFLOAT16: return 2;
+    case DFGNN_DTYPE_FLOAT64: return 8;
+  }
+  fail(DFGNN_STATUS_INVALID_ARGUMENT, "dtype {} is not a dfgnn_dtype_t value", static_cast<int>(dtype));
+}
+
+void validate_op(const dfgnn_op_t& op, int64_t num_nodes) {
+  model_slots(op.model);
+  dtype_size(op.dtype);
+  require(op.heads >= 1, "op.heads must be >= 1 (got {})", op.heads);
+  require(op.dim >= 1, "op.dim must be >= 1 (got {})", op.dim);
+  const double elements = static_cast<double>(num_nodes) * op.heads * op.dim;
+  require(elements < static_cast<double>(std::numeric_limits<int64_t>::max() / 8),
+          "N*H*D = {}*{}*{} is too large", num_nodes, op.heads, op.dim);
+  require(std::isfinite(op.negative_slope), "op.negative_slope must be finite");
+  require(std::isfinite(op.scale) && op.scale >= 0, "op.scale must be finite and >= 0 (0 = 1/sqrt(D))");
+}
+
+void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what) {
+  const uint32_t needed = model_slots(op.model);
+  for (int s = 0; s < 8; ++s) {
+    const bool want = (needed >> s) & 1u;
+    if (want && slots[s] == nullptr)
+      fail(DFGNN_STATUS_NULL_POINTER, "{}.{} is null but {} needs it", what, kSlotNames[s], model_name(op.model));
+    if (!want && slots[s] != nullptr)
+      fail(DFGNN_STATUS_INVALID_ARGUMENT, "{}.{} is set but {} does not use it (leave it null)", what, kSlotNames[s],
+           model_name(op.model));
+  }
+}
+
+double effective_scale(const dfgnn_op_t& op) {
+  return op.scale > 0 ? static_cast<double>(op.scale) : 1.0 / std::sqrt(static_cast<double>(op.dim));
+}
+
+}  // namespace dfgnn

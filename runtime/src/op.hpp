@@ -1,0 +1,36 @@
+// Op description checks shared by the reference ops and the GPU ops: dims, dtype, and which
+// input/gradient slots a model reads.
+#pragma once
+
+#include <dfgnn/dfgnn.h>
+
+#include <cstdint>
+
+namespace dfgnn {
+
+// Input slots as a bit set, in dfgnn_inputs_t field order.
+enum Slot : uint32_t {
+  kSlotH = 1u << 0,
+  kSlotHDst = 1u << 1,
+  kSlotQ = 1u << 2,
+  kSlotK = 1u << 3,
+  kSlotV = 1u << 4,
+  kSlotAttSrc = 1u << 5,
+  kSlotAttDst = 1u << 6,
+  kSlotBeta = 1u << 7,
+};
+
+// The slots a model reads (and whose gradients its backward writes).
+uint32_t model_slots(dfgnn_model_t model);
+const char* model_name(dfgnn_model_t model);
+const char* dtype_name(dfgnn_dtype_t dtype);
+size_t dtype_size(dfgnn_dtype_t dtype);
+
+// Validates enum values and dims (H >= 1, D >= 1, N*H*D representable). Throws INVALID_ARGUMENT.
+void validate_op(const dfgnn_op_t& op, int64_t num_nodes);
+// Required slots non-null, others null. 'what' names the struct in messages ("inputs", "grads").
+void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what);
+// Score scale actually used (Transformer: op.scale or 1/sqrt(D)).
+double effective_scale(const dfgnn_op_t& op);
+
+}  // namespace dfgnn

@@ -1,0 +1,90 @@
+// Helpers shared by the GoogleTest suites.
+#pragma once
+
+#include <dfgnn/dfgnn.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+// Asserts a C API call succeeded, printing the library's message otherwise.
+#define DFGNN_ASSERT_OK(call)                                                              \
+  do {                                                                                     \
+    dfgnn_status_t dfgnn_status_ = (call);                                                 \
+    ASSERT_EQ(dfgnn_status_, DFGNN_STATUS_SUCCESS)                                         \
+        << #call << ": " << dfgnnGetStatusString(dfgnn_status_) << ": " << dfgnnGetLastErrorMessage(); \
+  } while (0)
+
+namespace dfgnn::test {
+
+// RAII owners for C handles.
+struct ContextDeleter {
+  void operator()(dfgnn_context* c) const { dfgnnDestroy(c); }
+};
+struct GraphDeleter {
+  void operator()(dfgnn_graph* g) const { dfgnnGraphDestroy(g); }
+};
+using ContextPtr = std::unique_ptr<dfgnn_context, ContextDeleter>;
+using GraphPtr = std::unique_ptr<dfgnn_graph, GraphDeleter>;
+
+inline ContextPtr make_context() {
+  dfgnn_context_t ctx = nullptr;
+  EXPECT_EQ(dfgnnCreate(&ctx), DFGNN_STATUS_SUCCESS);
+  return ContextPtr(ctx);
+}
+
+// Graph from an edge list j -> i given as (src, dst) pairs; fails the test on error.
+inline GraphPtr graph_from_edges(dfgnn_context_t ctx, int64_t n, const std::vector<int64_t>& src,
+                                 const std::vector<int64_t>& dst, bool add_self_loops = false) {
+  std::vector<int64_t> edge_index(src);
+  edge_index.insert(edge_index.end(), dst.begin(), dst.end());
+  dfgnn_graph_options_t options = dfgnnGraphDefaultOptions();
+  options.add_self_loops = add_self_loops ? 1 : 0;
+  dfgnn_graph_t g = nullptr;
+  dfgnn_status_t s = dfgnnGraphCreateCoo(ctx, n, static_cast<int64_t>(src.size()), edge_index.data(),
+                                         DFGNN_INDEX_INT64, DFGNN_MEMORY_HOST, &options, &g);
+  EXPECT_EQ(s, DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
+  return GraphPtr(g);
+}
+
+// Random directed graph: each node gets a random in-degree in [0, max_degree], sources uniform.
+inline GraphPtr random_graph(dfgnn_context_t ctx, int64_t n, int max_degree, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> node(0, n - 1);
+  std::uniform_int_distribution<int> deg(0, max_degree);
+  std::vector<int64_t> src, dst;
+  for (int64_t i = 0; i < n; ++i) {
+    const int d = deg(rng);
+    for (int k = 0; k < d; ++k) {
+      src.push_back(node(rng));
+      dst.push_back(i);
+    }
+  }
+  return graph_from_edges(ctx, n, src, dst);
+}
+
+inline std::vector<double> random_vector(size_t count, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(count);
+  for (double& x : v) x = u(rng);
+  return v;
+}
+
+// Root of the repository (for data/) and ../shared/datasets (may be absent).
+inline std::filesystem::path source_dir() { return DFGNN_SOURCE_DIR; }
+inline std::filesystem::path shared_datasets() { return DFGNN_SHARED_DATASETS; }
+
+// Skips the current test with a message when ../shared/datasets is not there.
+#define DFGNN_REQUIRE_SHARED_DATASETS()                                                              \
+  do {                                                                                               \
+    if (!std::filesystem::exists(::dfgnn::test::shared_datasets()))                                  \
+      GTEST_SKIP() << "../shared/datasets not found at " << ::dfgnn::test::shared_datasets()         \
+                   << "; this test reads real graphs from it";                                       \
+  } while (0)
+
+}  // namespace dfgnn::test
