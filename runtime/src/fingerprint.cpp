@@ -1,11 +1,234 @@
-// PLACEHOLDER: being written (fingerprint helper).
+// Degree fingerprint: summary statistics of the in-degree distribution, its JSON form, a distance
+// for nearest-neighbour reuse of tuning results and a coarse bucket key.
 #include "fingerprint.hpp"
+
 #include "error.hpp"
 #include "graph.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
 namespace dfgnn {
-dfgnn_fingerprint_t compute_fingerprint(const Compressed&) { fail(DFGNN_STATUS_NOT_SUPPORTED, "fingerprint: not yet"); }
-std::string serialize_fingerprint(const dfgnn_fingerprint_t&) { fail(DFGNN_STATUS_NOT_SUPPORTED, "not yet"); }
-dfgnn_fingerprint_t parse_fingerprint(const std::string&) { fail(DFGNN_STATUS_NOT_SUPPORTED, "not yet"); }
-double fingerprint_distance(const dfgnn_fingerprint_t&, const dfgnn_fingerprint_t&) { fail(DFGNN_STATUS_NOT_SUPPORTED, "not yet"); }
-std::string fingerprint_bucket_key(const dfgnn_fingerprint_t&) { fail(DFGNN_STATUS_NOT_SUPPORTED, "not yet"); }
+namespace {
+
+using Json = nlohmann::ordered_json;
+constexpr int kBins = DFGNN_FINGERPRINT_HIST_BINS;
+constexpr int kHubs = DFGNN_FINGERPRINT_HUB_THRESHOLDS;
+
+// Row degrees in ascending order. Counting sort (O(N + maxdeg)) when the count array is no larger
+// than the degree array; otherwise (few rows, huge rows) a comparison sort is cheaper in memory.
+std::vector<int32_t> sorted_degrees(const Compressed& csr) {
+  const int32_t n = csr.num_rows;
+  std::vector<int32_t> deg(static_cast<size_t>(n));
+  int32_t max_degree = 0;
+  for (int32_t i = 0; i < n; ++i) max_degree = std::max(max_degree, deg[i] = csr.degree(i));
+  if (max_degree > n) {
+    std::sort(deg.begin(), deg.end());
+    return deg;
+  }
+  std::vector<int32_t> count(static_cast<size_t>(max_degree) + 1, 0);
+  for (int32_t d : deg) ++count[d];
+  auto out = deg.begin();
+  for (int32_t d = 0; d <= max_degree; ++d) out = std::fill_n(out, count[d], d);
+  return deg;
+}
+
+// Nearest rank: the k-th smallest degree with k = ceil(q * N), q = num / den, in exact integers so
+// that the rank never depends on how q * N rounds.
+double quantile(std::span<const int32_t> sorted, int64_t num, int64_t den) {
+  if (sorted.empty()) return 0.0;
+  const int64_t n = static_cast<int64_t>(sorted.size());
+  const int64_t rank = std::max<int64_t>(1, (num * n + den - 1) / den);
+  return sorted[static_cast<size_t>(rank - 1)];
+}
+
+// log2(1 + x) with negatives clamped, so invalid input still gives a finite distance.
+double log_size(double x) { return std::log2(1.0 + std::max(x, 0.0)); }
+
+}  // namespace
+
+dfgnn_fingerprint_t compute_fingerprint(const Compressed& csr) {
+  dfgnn_fingerprint_t fp{};
+  fp.version = DFGNN_FINGERPRINT_VERSION;
+  fp.num_nodes = csr.num_rows;
+  fp.num_edges = csr.nnz();
+  const std::vector<int32_t> s = sorted_degrees(csr);
+  const int64_t n = fp.num_nodes, e = fp.num_edges;
+  if (n == 0) return fp;  // every statistic of an empty graph is 0
+
+  fp.mean_degree = static_cast<double>(e) / static_cast<double>(n);
+  fp.max_degree = s.back();
+  fp.p50 = quantile(s, 1, 2);
+  fp.p90 = quantile(s, 9, 10);
+  fp.p99 = quantile(s, 99, 100);
+  fp.p999 = quantile(s, 999, 1000);
+
+  // Two-pass variance (no cancellation); the Gini numerator sum_i (2i - N - 1) x_i (i = 1..N, x
+  // ascending) is an exact integer, |.| <= N * E < 2^62, so equal degrees give exactly 0.
+  double squares = 0.0;
+  int64_t gini_num = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double dev = s[i] - fp.mean_degree;
+    squares += dev * dev;
+    gini_num += (2 * (i + 1) - n - 1) * static_cast<int64_t>(s[i]);
+  }
+  if (e > 0) {
+    fp.cv = std::sqrt(squares / static_cast<double>(n)) / fp.mean_degree;
+    fp.gini = static_cast<double>(gini_num) / (static_cast<double>(n) * static_cast<double>(e));
+  }
+
+  // Bin b >= 1 holds [2^(b-1), 2^b): b = bit_width(d); the last bin takes everything above.
+  std::array<int64_t, kBins> bins{};
+  for (int32_t d : s) ++bins[std::min<size_t>(std::bit_width(static_cast<uint32_t>(d)), kBins - 1)];
+  for (int b = 0; b < kBins; ++b) fp.hist[b] = static_cast<double>(bins[b]) / static_cast<double>(n);
+
+  const int64_t top = (n + 99) / 100;  // ceil(1% of N) rows
+  int64_t top_edges = 0;
+  for (int64_t i = n - top; i < n; ++i) top_edges += s[i];
+  if (e > 0) fp.top1pct_edge_share = static_cast<double>(top_edges) / static_cast<double>(e);
+
+  for (int k = 0; k < kHubs; ++k)
+    fp.hub_rows[k] = s.end() - std::lower_bound(s.begin(), s.end(), int32_t{1} << (k + 6));
+  return fp;
+}
+
+namespace {
+
+// The one list of serialised fields, in JSON key order (struct order); serialize and parse both
+// walk it, so they cannot drift apart. Fp is dfgnn_fingerprint_t, const or not.
+template <typename Fp, typename F>
+void visit_fields(Fp& fp, F&& f) {
+  f("version", fp.version);
+  f("num_nodes", fp.num_nodes);
+  f("num_edges", fp.num_edges);
+  f("mean_degree", fp.mean_degree);
+  f("max_degree", fp.max_degree);
+  f("p50", fp.p50);
+  f("p90", fp.p90);
+  f("p99", fp.p99);
+  f("p999", fp.p999);
+  f("cv", fp.cv);
+  f("gini", fp.gini);
+  f("hist", fp.hist);
+  f("top1pct_edge_share", fp.top1pct_edge_share);
+  f("hub_rows", fp.hub_rows);
+}
+
+// Strict readers: the message names the key and what is wrong with it.
+const Json& field(const Json& j, const std::string& key) {
+  const auto it = j.find(key);
+  if (it == j.end()) fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: missing key \"{}\"", key);
+  return *it;
+}
+
+void read_value(const Json& v, const std::string& key, int64_t& out) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}))
+    fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: \"{}\" must be an integer (got {})", key, v.dump());
+  out = v.get<int64_t>();
+  if (out < 0) fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: \"{}\" must be >= 0 (got {})", key, out);
+}
+
+void read_value(const Json& v, const std::string& key, double& out) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()))
+    fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: \"{}\" must be a finite number (got {})", key, v.dump());
+  out = v.get<double>();
+}
+
+void read_value(const Json&, const std::string&, int32_t& version) { version = DFGNN_FINGERPRINT_VERSION; }  // checked first
+
+template <typename T, size_t N>
+void read_value(const Json& v, const std::string& key, T (&out)[N]) {
+  if (!v.is_array() || v.size() != N)
+    fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: \"{}\" must be an array of {} numbers (got {})", key, N,
+         v.is_array() ? fmt::format("{} entries", v.size()) : std::string(v.type_name()));
+  for (size_t i = 0; i < N; ++i) read_value(v[i], fmt::format("{}[{}]", key, i), out[i]);
+}
+
+}  // namespace
+
+// Compact one-line JSON. nlohmann prints doubles in the shortest form that reads back to the same
+// bits, so serialize -> parse is exact.
+std::string serialize_fingerprint(const dfgnn_fingerprint_t& fp) {
+  Json j = Json::object();
+  visit_fields(fp, [&](const char* key, const auto& value) {
+    if constexpr (std::is_array_v<std::remove_cvref_t<decltype(value)>>)
+      j[key] = std::vector(std::begin(value), std::end(value));
+    else
+      j[key] = value;
+  });
+  return j.dump();
+}
+
+dfgnn_fingerprint_t parse_fingerprint(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& ex) {
+    fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: not valid JSON: {}", ex.what());
+  }
+  if (!j.is_object()) fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: expected a JSON object, got {}", j.type_name());
+
+  // Version first: another version may have other keys, and then that is the message to give.
+  const Json& version = field(j, "version");
+  if (!version.is_number_integer() || version.get<int64_t>() != DFGNN_FINGERPRINT_VERSION)
+    fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: unsupported \"version\" {} (this build reads {})", version.dump(),
+         DFGNN_FINGERPRINT_VERSION);
+
+  dfgnn_fingerprint_t fp{};
+  std::vector<std::string_view> known;
+  visit_fields(fp, [&](const char* key, auto& value) {
+    known.emplace_back(key);
+    read_value(field(j, key), key, value);
+  });
+  for (const auto& item : j.items())  // a typo'd key would otherwise be silently ignored
+    if (std::find(known.begin(), known.end(), item.key()) == known.end())
+      fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: unknown key \"{}\"", item.key());
+  return fp;
+}
+
+// d(a, b) = 0.25 |dL(N)| + 0.25 |dL(E)| + 1.0 |dL(mean)| + 0.5 |dL(max)|
+//         + 1.0 sum_b |hist_a[b] - hist_b[b]|                     (L1 of shares, in [0, 2])
+//         + 2.0 |d top1pct_edge_share| + 2.0 |d gini|             (each in [0, 1])
+//         + 0.05 sum_k |dL(hub_rows[k])|                          (= 0.5 x mean over thresholds)
+// with L(x) = log2(1 + x). Weights: one unit ~ "worth a different schedule": a factor 2 in mean
+// degree (lanes per row), the whole degree mass moving bins, or a 0.5 swing in tail share/Gini;
+// N and E matter only for occupancy (and mean already carries E/N), max and hub counts for the
+// hub-split threshold. Every term is |f(a) - f(b)| or an L1 norm, so each is a pseudometric and so
+// is their sum: symmetric, 0 on identical inputs, triangle inequality; finite for every input.
+double fingerprint_distance(const dfgnn_fingerprint_t& a, const dfgnn_fingerprint_t& b) {
+  const auto dlog = [](double x, double y) { return std::abs(log_size(x) - log_size(y)); };
+  double hist = 0.0, hubs = 0.0;
+  for (int i = 0; i < kBins; ++i) hist += std::abs(a.hist[i] - b.hist[i]);
+  for (int k = 0; k < kHubs; ++k) hubs += dlog(static_cast<double>(a.hub_rows[k]), static_cast<double>(b.hub_rows[k]));
+  const double d = 0.25 * dlog(static_cast<double>(a.num_nodes), static_cast<double>(b.num_nodes)) +
+                   0.25 * dlog(static_cast<double>(a.num_edges), static_cast<double>(b.num_edges)) +
+                   1.0 * dlog(a.mean_degree, b.mean_degree) +
+                   0.5 * dlog(static_cast<double>(a.max_degree), static_cast<double>(b.max_degree)) +
+                   1.0 * hist + 2.0 * std::abs(a.top1pct_edge_share - b.top1pct_edge_share) +
+                   2.0 * std::abs(a.gini - b.gini) + 0.05 * hubs;
+  return std::isfinite(d) ? d : std::numeric_limits<double>::max();  // NaN/inf only from hand-made input
+}
+
+// "n2^{floor log2 N}.e2^{floor log2 E}.max2^{floor log2 maxdeg}.cv{min(floor cv, 9)}", e.g.
+// "n2^12.e2^14.max2^8.cv1"; a count of 0 is written as "0" ("n0.e0.max0.cv0" for an empty graph).
+std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp) {
+  const auto pow2 = [](int64_t x) {
+    return x <= 0 ? std::string("0") : fmt::format("2^{}", std::bit_width(static_cast<uint64_t>(x)) - 1);
+  };
+  const int cv_class = fp.cv >= 0.0 ? static_cast<int>(std::min(std::floor(fp.cv), 9.0)) : 0;  // NaN -> 0
+  return fmt::format("n{}.e{}.max{}.cv{}", pow2(fp.num_nodes), pow2(fp.num_edges), pow2(fp.max_degree), cv_class);
+}
+
 }  // namespace dfgnn

@@ -1,8 +1,493 @@
-// PLACEHOLDER: being written (graph io helper).
+// Graph files (dataset edge lists, Matrix Market; plain or gzip) and seeded synthetic generators
+// (R-MAT, planted hubs). Everything here is single-threaded and deterministic.
 #include "graph_io.hpp"
+
 #include "error.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <utility>
+
 namespace dfgnn {
-EdgeList read_graph_file(const std::string&) { fail(DFGNN_STATUS_NOT_SUPPORTED, "not yet"); }
-EdgeList generate_rmat(int32_t, int64_t, double, double, double, uint32_t, uint64_t) { fail(DFGNN_STATUS_NOT_SUPPORTED, "not yet"); }
-EdgeList generate_planted_hubs(int64_t, int32_t, int32_t, int64_t, uint64_t) { fail(DFGNN_STATUS_NOT_SUPPORTED, "not yet"); }
+namespace {
+
+constexpr int64_t kMaxEdges = std::numeric_limits<int32_t>::max();  // dfgnn's int32 internal indices
+constexpr int64_t kMaxNodes = kMaxEdges - 1;
+
+// ---------------------------------------------------------------- reading lines
+
+// Lines of a file, read in large chunks. gzread serves both gzip and plain files (zlib reads
+// non-gzip input transparently), so one reader covers ".gz" and uncompressed files.
+class LineReader {
+ public:
+  explicit LineReader(std::string path) : path_(std::move(path)), buf_(kChunk) {
+    errno = 0;
+    file_ = gzopen(path_.c_str(), "rb");
+    if (file_ == nullptr)
+      fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, errno ? std::strerror(errno) : "gzopen failed");
+    gzbuffer(file_, kChunk);
+  }
+  ~LineReader() { gzclose(file_); }
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Next line without its "\n" or "\r\n"; false at the end of the file. The view lives until the
+  // next call.
+  bool next(std::string_view& line) {
+    for (;;) {
+      const char* start = buf_.data() + begin_;
+      if (const void* nl = std::memchr(start, '\n', end_ - begin_)) {
+        const size_t length = static_cast<const char*>(nl) - start;
+        begin_ += length + 1;
+        return emit(line, {start, length});
+      }
+      if (eof_) {
+        if (begin_ == end_) return false;
+        const size_t length = end_ - begin_;
+        begin_ = end_;
+        return emit(line, {start, length});  // last line without a final newline
+      }
+      refill();
+    }
+  }
+  int64_t line_number() const { return line_number_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 20;
+  static constexpr size_t kMaxLine = size_t{1} << 24;
+
+  bool emit(std::string_view& line, std::string_view text) {
+    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+    line = text;
+    ++line_number_;
+    return true;
+  }
+
+  // Moves the partial line to the front and appends the next chunk.
+  void refill() {
+    std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    if (end_ == buf_.size()) {
+      if (buf_.size() >= kMaxLine)
+        fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: line is longer than {} bytes", path_, line_number_ + 1, kMaxLine);
+      buf_.resize(buf_.size() * 2);
+    }
+    const int n = gzread(file_, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
+    // zlib flags truncated gzip data only through gzerror (Z_BUF_ERROR), so check it at the end too.
+    int code = Z_OK;
+    const char* message = n <= 0 ? gzerror(file_, &code) : "";
+    if (code != Z_OK) {
+      std::string_view text = code == Z_ERRNO ? std::strerror(errno) : message;
+      if (text.starts_with(path_ + ": ")) text.remove_prefix(path_.size() + 2);  // zlib prefixes the path
+      fail(DFGNN_STATUS_IO_ERROR, "cannot read '{}': {}", path_, text);
+    }
+    if (n == 0) eof_ = true;
+    end_ += static_cast<size_t>(n);
+  }
+
+  std::string path_;
+  gzFile file_ = nullptr;
+  std::vector<char> buf_;
+  size_t begin_ = 0, end_ = 0;
+  bool eof_ = false;
+  int64_t line_number_ = 0;
+};
+
+// ---------------------------------------------------------------- tokens
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+bool is_blank_line(std::string_view s) { return std::all_of(s.begin(), s.end(), is_blank); }
+
+// Next blank-separated token of s (empty at the end), consumed from s.
+std::string_view next_token(std::string_view& s) {
+  size_t i = 0;
+  while (i < s.size() && is_blank(s[i])) ++i;
+  size_t j = i;
+  while (j < s.size() && !is_blank(s[j])) ++j;
+  const std::string_view token = s.substr(i, j - i);
+  s.remove_prefix(j);
+  return token;
+}
+
+template <typename T>
+std::optional<T> parse_number(std::string_view token) {
+  T value{};
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if (ec != std::errc() || end != token.data() + token.size() || token.empty()) return std::nullopt;
+  return value;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// A line quoted in an error message: cut short and without control bytes (files may be binary).
+std::string quote(std::string_view s) {
+  constexpr size_t kShown = 60;
+  std::string out;
+  for (char c : s.substr(0, kShown)) out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  if (s.size() > kShown) out += "...";
+  return "'" + out + "'";
+}
+
+bool ends_with_nocase(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && lower(s.substr(s.size() - suffix.size())) == suffix;
+}
+
+[[noreturn]] void parse_error(const LineReader& in, std::string_view what, std::string_view line) {
+  fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: {} (line: {})", in.path(), in.line_number(), what, quote(line));
+}
+
+// Sizes from a file header must fit dfgnn's int32 indices; checked before anything is reserved.
+void check_declared_sizes(const LineReader& in, int64_t nodes, int64_t edges) {
+  if (nodes > kMaxNodes || edges > kMaxEdges)
+    fail(DFGNN_STATUS_INDEX_OVERFLOW, "{}:{}: {} nodes / {} edges exceed dfgnn's limits ({} / {})", in.path(),
+         in.line_number(), nodes, edges, kMaxNodes, kMaxEdges);
+}
+
+// Reads the next token as a node id in [first, first + n); describes the problem otherwise.
+int64_t read_id(const LineReader& in, std::string_view& rest, std::string_view line, int64_t first, int64_t n) {
+  const std::string_view token = next_token(rest);
+  if (token.empty()) parse_error(in, "expected two node ids", line);
+  const std::optional<int64_t> id = parse_number<int64_t>(token);
+  if (!id || *id < 0) parse_error(in, fmt::format("{} is not a non-negative integer", quote(token)), line);
+  if (*id < first || *id >= first + n)
+    parse_error(in, first == 0 ? fmt::format("node id {} is out of range [0, {})", *id, n)
+                               : fmt::format("index {} is out of range [1, {}]", *id, n), line);
+  return *id - first;
+}
+
+void expect_end(const LineReader& in, std::string_view rest, std::string_view line, std::string_view expected) {
+  if (!next_token(rest).empty()) parse_error(in, fmt::format("unexpected extra token, expected {}", expected), line);
+}
+
+// ---------------------------------------------------------------- dataset edge list
+
+// "# nodes N edges E ..." then exactly E lines "src dst" with 0-based ids.
+EdgeList read_edge_list(LineReader& in) {
+  std::string_view line;
+  if (!in.next(line))
+    fail(DFGNN_STATUS_PARSE_ERROR, "{}:1: empty file, expected a '# nodes N edges E' header", in.path());
+  std::string_view rest = line;
+  std::optional<int64_t> nodes, edges;
+  if (next_token(rest) == "#" && next_token(rest) == "nodes") nodes = parse_number<int64_t>(next_token(rest));
+  if (nodes && next_token(rest) == "edges") edges = parse_number<int64_t>(next_token(rest));
+  if (!nodes || !edges || *nodes < 0 || *edges < 0)
+    parse_error(in, "expected a '# nodes N edges E' header with non-negative N and E", line);
+  check_declared_sizes(in, *nodes, *edges);
+
+  EdgeList out;
+  out.num_nodes = *nodes;
+  out.edge_index.resize(2 * static_cast<size_t>(*edges));
+  int64_t* src = out.edge_index.data();
+  int64_t* dst = src + *edges;
+  int64_t count = 0;
+  while (in.next(line)) {
+    if (count == *edges) parse_error(in, fmt::format("more edge lines than the {} declared in the header", *edges), line);
+    rest = line;
+    src[count] = read_id(in, rest, line, 0, *nodes);
+    dst[count] = read_id(in, rest, line, 0, *nodes);
+    expect_end(in, rest, line, "two node ids 'src dst'");
+    ++count;
+  }
+  if (count != *edges)
+    fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: file ends after {} edge lines, the header declares {}", in.path(),
+         in.line_number(), count, *edges);
+  return out;
+}
+
+// ---------------------------------------------------------------- Matrix Market
+
+// Coordinate format only. Entry (r, c) (1-based) is the edge r-1 -> c-1; symmetric (and
+// skew-symmetric, whose pattern is symmetric too) files store one triangle, so off-diagonal
+// entries are mirrored. Values are checked for syntax and otherwise ignored.
+EdgeList read_matrix_market(LineReader& in) {
+  std::string_view line;
+  if (!in.next(line)) fail(DFGNN_STATUS_PARSE_ERROR, "{}:1: empty file, expected a %%MatrixMarket banner", in.path());
+  std::string_view rest = line;
+  if (lower(next_token(rest)) != "%%matrixmarket")
+    parse_error(in, "expected the banner '%%MatrixMarket matrix coordinate <field> <symmetry>'", line);
+  const std::string object = lower(next_token(rest)), format = lower(next_token(rest));
+  const std::string field = lower(next_token(rest)), symmetry = lower(next_token(rest));
+  if (object != "matrix") parse_error(in, fmt::format("object '{}' is not supported, expected 'matrix'", object), line);
+  if (format == "array") parse_error(in, "dense 'array' format is not supported, expected 'coordinate'", line);
+  if (format != "coordinate") parse_error(in, fmt::format("format '{}' is not 'coordinate'", format), line);
+  if (field == "complex") parse_error(in, "'complex' matrices are not supported", line);
+  if (field != "pattern" && field != "real" && field != "integer")
+    parse_error(in, fmt::format("field '{}' is not pattern, real or integer", field), line);
+  if (symmetry == "hermitian") parse_error(in, "'hermitian' matrices are not supported", line);
+  if (symmetry != "general" && symmetry != "symmetric" && symmetry != "skew-symmetric")
+    parse_error(in, fmt::format("symmetry '{}' is not general or symmetric", symmetry), line);
+  const bool mirror = symmetry != "general";
+
+  // Comment and blank lines are skipped wherever they appear after the banner.
+  const auto next_data_line = [&] {
+    while (in.next(line))
+      if (!is_blank_line(line) && line.front() != '%') return true;
+    return false;
+  };
+  if (!next_data_line())
+    fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: missing the size line 'rows cols entries'", in.path(), in.line_number());
+  rest = line;
+  const auto rows = parse_number<int64_t>(next_token(rest)), cols = parse_number<int64_t>(next_token(rest));
+  const auto nnz = parse_number<int64_t>(next_token(rest));
+  if (!rows || !cols || !nnz || *rows < 0 || *cols < 0 || *nnz < 0 || !next_token(rest).empty())
+    parse_error(in, "expected the size line 'rows cols entries' (three non-negative integers)", line);
+  if (*rows != *cols) parse_error(in, fmt::format("matrix is {} x {}, an adjacency matrix must be square", *rows, *cols), line);
+  check_declared_sizes(in, *rows, (mirror ? 2 : 1) * *nnz);
+
+  std::vector<int64_t> src, dst;
+  src.reserve(static_cast<size_t>((mirror ? 2 : 1) * *nnz));
+  dst.reserve(src.capacity());
+  const std::string_view expected = field == "pattern" ? "'row col'" : "'row col value'";
+  for (int64_t k = 0; k < *nnz; ++k) {
+    if (!next_data_line())
+      fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: file ends after {} entries, the size line declares {}", in.path(),
+           in.line_number(), k, *nnz);
+    rest = line;
+    const int64_t r = read_id(in, rest, line, 1, *rows), c = read_id(in, rest, line, 1, *rows);
+    if (field != "pattern") {
+      const std::string_view value = next_token(rest);
+      const bool ok = field == "real" ? parse_number<double>(value).has_value() : parse_number<int64_t>(value).has_value();
+      if (!ok) parse_error(in, fmt::format("expected a value ({} field) after the indices, got {}", field, quote(value)), line);
+    }
+    expect_end(in, rest, line, expected);
+    src.push_back(r);
+    dst.push_back(c);
+    if (mirror && r != c) {
+      src.push_back(c);
+      dst.push_back(r);
+    }
+  }
+  if (next_data_line()) parse_error(in, fmt::format("more entries than the {} declared in the size line", *nnz), line);
+
+  EdgeList out;
+  out.num_nodes = *rows;
+  out.edge_index = std::move(src);
+  out.edge_index.insert(out.edge_index.end(), dst.begin(), dst.end());
+  return out;
+}
+
+// ---------------------------------------------------------------- random numbers
+
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// splitmix64: tiny and fast, and its k-th output is mix64(state0 + k * gamma), so a stream can
+// jump ahead in O(1) if generation is ever split across threads.
+struct SplitMix64 {
+  uint64_t state;
+  // Independent streams per purpose (edges, noise, permutation) from one user seed.
+  SplitMix64(uint64_t seed, uint64_t stream) : state(mix64(seed ^ mix64(stream + kGamma))) {}
+  uint64_t next() { return mix64(state += kGamma); }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  // Unbiased integer in [0, n), n >= 1 (Lemire's multiply-and-reject).
+  uint64_t below(uint64_t n) {
+    unsigned __int128 m = static_cast<unsigned __int128>(next()) * n;
+    if (static_cast<uint64_t>(m) < n) {
+      const uint64_t threshold = -n % n;
+      while (static_cast<uint64_t>(m) < threshold) m = static_cast<unsigned __int128>(next()) * n;
+    }
+    return static_cast<uint64_t>(m >> 64);
+  }
+};
+
+// LSD radix sort of keys below 2^bits: a few linear passes, several times faster than std::sort
+// at the 10^7-key sizes R-MAT produces.
+void radix_sort(std::vector<uint64_t>& keys, int bits) {
+  if (keys.size() < (size_t{1} << 16)) return std::sort(keys.begin(), keys.end());
+  const int passes = std::max(1, (bits + 15) / 16);
+  const int digit = (bits + passes - 1) / passes;
+  const uint64_t mask = (uint64_t{1} << digit) - 1;
+  std::vector<uint64_t> scratch(keys.size());
+  std::vector<size_t> offset(size_t{1} << digit);
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = pass * digit;
+    std::fill(offset.begin(), offset.end(), 0);
+    for (uint64_t k : keys) ++offset[(k >> shift) & mask];
+    size_t sum = 0;
+    for (size_t& o : offset) sum += std::exchange(o, sum);
+    for (uint64_t k : keys) scratch[offset[(k >> shift) & mask]++] = k;
+    keys.swap(scratch);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public entry points
+
+EdgeList read_graph_file(const std::string& path) {
+  std::string file = path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    const std::filesystem::path dir(path);
+    if (std::filesystem::exists(dir / "edges.txt", ec)) file = (dir / "edges.txt").string();
+    else if (std::filesystem::exists(dir / "edges.txt.gz", ec)) file = (dir / "edges.txt.gz").string();
+    else fail(DFGNN_STATUS_IO_ERROR, "directory '{}' has neither edges.txt nor edges.txt.gz", path);
+  }
+  LineReader in(file);
+  return ends_with_nocase(file, ".mtx") || ends_with_nocase(file, ".mtx.gz") ? read_matrix_market(in)
+                                                                             : read_edge_list(in);
+}
+
+EdgeList generate_rmat(int32_t scale, int64_t num_edges, double a, double b, double c, uint32_t flags,
+                       uint64_t seed) {
+  require(scale >= 1 && scale <= 30, "scale must be in [1, 30], got {}", scale);
+  require(num_edges >= 0 && num_edges <= kMaxEdges, "num_edges must be in [0, 2^31-1], got {}", num_edges);
+  require(a >= 0 && std::isfinite(a), "a must be a finite probability >= 0, got {}", a);  // also rejects NaN
+  require(b >= 0 && std::isfinite(b), "b must be a finite probability >= 0, got {}", b);
+  require(c >= 0 && std::isfinite(c), "c must be a finite probability >= 0, got {}", c);
+  require(a + b + c <= 1 + 1e-9, "a + b + c must be <= 1 (d = 1 - a - b - c), got {}", a + b + c);
+  constexpr uint32_t kKnown =
+      DFGNN_RMAT_DEDUPLICATE | DFGNN_RMAT_NO_SELF_LOOPS | DFGNN_RMAT_PERMUTE_IDS | DFGNN_RMAT_SYMMETRIZE;
+  require((flags & ~kKnown) == 0, "flags has unknown bits {:#x}", flags & ~kKnown);
+  const double d = std::max(0.0, 1 - a - b - c);
+
+  // Per-level quadrant thresholds on a 32-bit draw. Each level's a, b, c, d are scaled by an
+  // independent factor in [0.95, 1.05] and renormalised (the usual R-MAT noise): it smooths the
+  // staircase degree distribution of exact Kronecker products at no per-edge cost.
+  struct Level {
+    uint64_t a, ab, abc;
+  };
+  std::vector<Level> levels(scale);
+  SplitMix64 noise(seed, 1);
+  for (Level& level : levels) {
+    double p[4] = {a, b, c, d}, sum = 0;
+    for (double& x : p) sum += (x *= 0.95 + 0.1 * noise.uniform());
+    const auto threshold = [&](double cumulative) {
+      return static_cast<uint64_t>(std::min(cumulative / sum, 1.0) * 0x1.0p32);
+    };
+    level = {threshold(p[0]), threshold(p[0] + p[1]), threshold(p[0] + p[1] + p[2])};
+  }
+
+  // Edges as packed keys (dst << scale | src): sorting them orders by (dst, src).
+  const uint64_t id_mask = (uint64_t{1} << scale) - 1;
+  std::vector<uint64_t> keys(static_cast<size_t>(num_edges));
+  SplitMix64 rng(seed, 2);  // every edge takes exactly ceil(scale / 2) draws: edge e is reachable by a jump
+  for (uint64_t& key : keys) {
+    uint64_t src = 0, dst = 0, bits = 0;
+    for (int l = 0; l < scale; ++l) {
+      if ((l & 1) == 0) bits = rng.next();
+      const uint64_t u = bits & 0xffffffffu;
+      bits >>= 32;
+      const Level& t = levels[l];
+      // Quadrants a | b / c | d: lower half (c, d) sets the source bit, right half (b, d) the target bit.
+      src = (src << 1) | (u >= t.ab);
+      dst = (dst << 1) | ((u >= t.a) ^ (u >= t.ab) ^ (u >= t.abc));
+    }
+    key = (dst << scale) | src;
+  }
+
+  const auto src_of = [&](uint64_t key) { return key & id_mask; };
+  const auto dst_of = [&](uint64_t key) { return key >> scale; };
+  if (flags & DFGNN_RMAT_PERMUTE_IDS) {
+    // Own stream, so the permuted graph is the unpermuted one relabelled.
+    std::vector<uint32_t> perm(size_t{1} << scale);
+    for (uint32_t i = 0; i < perm.size(); ++i) perm[i] = i;
+    SplitMix64 shuffle(seed, 3);
+    for (size_t i = perm.size() - 1; i > 0; --i) std::swap(perm[i], perm[shuffle.below(i + 1)]);
+    for (uint64_t& key : keys) key = (uint64_t{perm[dst_of(key)]} << scale) | perm[src_of(key)];
+  }
+  if (flags & DFGNN_RMAT_NO_SELF_LOOPS)
+    std::erase_if(keys, [&](uint64_t key) { return src_of(key) == dst_of(key); });
+  if (flags & DFGNN_RMAT_SYMMETRIZE) {
+    // A self-loop is its own reverse and is not doubled.
+    const size_t n = keys.size();
+    keys.reserve(2 * n);
+    for (size_t i = 0; i < n; ++i)
+      if (src_of(keys[i]) != dst_of(keys[i])) keys.push_back((src_of(keys[i]) << scale) | dst_of(keys[i]));
+  }
+  if (flags & DFGNN_RMAT_DEDUPLICATE) {
+    radix_sort(keys, 2 * scale);
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+
+  EdgeList out;
+  out.num_nodes = int64_t{1} << scale;
+  out.edge_index.resize(2 * keys.size());
+  for (size_t e = 0; e < keys.size(); ++e) {
+    out.edge_index[e] = static_cast<int64_t>(src_of(keys[e]));
+    out.edge_index[keys.size() + e] = static_cast<int64_t>(dst_of(keys[e]));
+  }
+  return out;
+}
+
+EdgeList generate_planted_hubs(int64_t num_nodes, int32_t avg_degree, int32_t num_hubs, int64_t hub_degree,
+                               uint64_t seed) {
+  require(num_nodes >= 1, "num_nodes must be >= 1, got {}", num_nodes);
+  require(avg_degree >= 0, "avg_degree must be >= 0, got {}", avg_degree);
+  require(num_hubs >= 0 && num_hubs <= num_nodes, "num_hubs must be in [0, num_nodes = {}], got {}", num_nodes,
+          num_hubs);
+  require(hub_degree >= 0, "hub_degree must be >= 0, got {}", hub_degree);
+  require(num_hubs == 0 || hub_degree <= num_nodes - 1,
+          "hub_degree must be <= num_nodes - 1 = {} (distinct sources, no self-loops), got {}", num_nodes - 1,
+          hub_degree);
+  require(avg_degree == 0 || num_nodes >= 2, "avg_degree > 0 needs num_nodes >= 2 (no self-loops)");
+  // In floating point first: the exact product may not fit int64.
+  const double total = static_cast<double>(num_nodes) * avg_degree + 2.0 * num_hubs * static_cast<double>(hub_degree);
+  require(total <= static_cast<double>(kMaxEdges), "num_nodes * avg_degree + 2 * num_hubs * hub_degree = {} exceeds {} edges",
+          total, kMaxEdges);
+  const auto num_edges = static_cast<size_t>(num_nodes * avg_degree + 2 * num_hubs * hub_degree);
+
+  EdgeList out;
+  out.num_nodes = num_nodes;
+  std::vector<int64_t> src, dst;
+  src.reserve(num_edges);
+  dst.reserve(num_edges);
+  const auto add = [&](int64_t j, int64_t i) {
+    src.push_back(j);
+    dst.push_back(i);
+  };
+  // A uniform pick among the num_nodes - 1 nodes other than `self`.
+  const auto other_than = [](int64_t self, uint64_t r) { return static_cast<int64_t>(r) + (static_cast<int64_t>(r) >= self); };
+
+  // Uniform part: sources drawn with replacement, so a node may get a few parallel edges.
+  SplitMix64 rng(seed, 4);
+  for (int64_t i = 0; i < num_nodes; ++i)
+    for (int32_t k = 0; k < avg_degree; ++k) add(other_than(i, rng.below(num_nodes - 1)), i);
+
+  // Hubs: hub_degree distinct sources each (Floyd's sampling, O(hub_degree) per hub with a bitmap
+  // that is cleared after each hub), then the same edges reversed.
+  std::vector<bool> taken(num_hubs > 0 ? static_cast<size_t>(num_nodes) : 0);
+  std::vector<int64_t> picked;
+  for (int32_t h = 0; h < num_hubs; ++h) {
+    picked.clear();
+    for (int64_t j = num_nodes - 1 - hub_degree; j < num_nodes - 1; ++j) {
+      const auto t = static_cast<int64_t>(rng.below(static_cast<uint64_t>(j) + 1));
+      const int64_t v = taken[t] ? j : t;
+      taken[v] = true;
+      picked.push_back(v);
+    }
+    for (int64_t v : picked) {
+      taken[v] = false;
+      add(other_than(h, static_cast<uint64_t>(v)), h);
+    }
+    for (int64_t v : picked) add(h, other_than(h, static_cast<uint64_t>(v)));
+  }
+
+  out.edge_index = std::move(src);
+  out.edge_index.insert(out.edge_index.end(), dst.begin(), dst.end());
+  return out;
+}
+
 }  // namespace dfgnn
