@@ -7,6 +7,8 @@
 #include "graph.hpp"
 #include "graph_io.hpp"
 #include "op.hpp"
+#include "ops.hpp"
+#include "schedule.hpp"
 #include "reference.hpp"
 
 #include <cmath>
@@ -329,6 +331,131 @@ dfgnn_status_t dfgnnReferenceBackward(dfgnn_graph_t graph, const dfgnn_op_t* op,
     validate_slots(*op, reinterpret_cast<const void* const*>(grads), "grads");
     if (grad_out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "grad_out is null");
     reference_backward(g, *op, *inputs, grad_out, *grads);
+  });
+}
+
+namespace {
+
+LaunchArgs launch_args(const dfgnn_launch_t* launch) {
+  LaunchArgs args;
+  if (launch != nullptr) {
+    args.stream = static_cast<cudaStream_t>(launch->stream);
+    args.workspace = launch->workspace;
+    args.workspace_bytes = launch->workspace_bytes;
+    args.schedule = launch->schedule;
+  }
+  return args;
+}
+
+const dfgnn_op_t& op_of(const dfgnn_op_t* op) {
+  if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
+  return *op;
+}
+
+// Largest vector width assumed when no pointers are known (sizes do not depend on it).
+int32_t any_alignment(const dfgnn_op_t& op) { return static_cast<int32_t>(16 / dtype_size(op.dtype)); }
+
+}  // namespace
+
+dfgnn_status_t dfgnnGetWorkspaceSize(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                     dfgnn_direction_t direction, const char* schedule, size_t* bytes) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    const Graph& g = graph_of(graph);
+    const dfgnn_op_t& o = op_of(op);
+    const OpSchedules s = choose_schedules(g, o, direction, schedule, any_alignment(o));
+    out_param(bytes, "bytes") = workspace_size(g, o, direction, s);
+  });
+}
+
+dfgnn_status_t dfgnnForward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                            const dfgnn_inputs_t* inputs, void* out, float* lse, const dfgnn_launch_t* launch) {
+  return guard([&] {
+    Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
+    const Graph& g = graph_of(graph);
+    const dfgnn_op_t& o = op_of(op);
+    if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
+    validate_slots(o, slots_of(*inputs), "inputs");
+    forward(c, g, o, *inputs, out, lse, launch_args(launch));
+  });
+}
+
+dfgnn_status_t dfgnnBackward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                             const dfgnn_inputs_t* inputs, const void* out, const float* lse, const void* grad_out,
+                             const dfgnn_grads_t* grads, const dfgnn_launch_t* launch) {
+  return guard([&] {
+    Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
+    const Graph& g = graph_of(graph);
+    const dfgnn_op_t& o = op_of(op);
+    if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
+    if (grads == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "grads is null");
+    validate_slots(o, slots_of(*inputs), "inputs");
+    validate_slots(o, reinterpret_cast<const void* const*>(grads), "grads");
+    backward(c, g, o, *inputs, out, lse, grad_out, *grads, launch_args(launch));
+  });
+}
+
+dfgnn_status_t dfgnnGetSchedule(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                dfgnn_direction_t direction, const char* schedule, char* buffer, size_t capacity,
+                                size_t* length) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    const Graph& g = graph_of(graph);
+    const dfgnn_op_t& o = op_of(op);
+    const OpSchedules s = choose_schedules(g, o, direction, schedule, any_alignment(o));
+    write_text(direction == DFGNN_FORWARD ? to_string(s.row) : to_string(s.row) + "|" + to_string(s.col), buffer,
+               capacity, length);
+  });
+}
+
+dfgnn_status_t dfgnnListSchedules(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op, int pass,
+                                  char* buffer, size_t capacity, size_t* length) {
+  return guard([&] {
+    deref<dfgnn_context>(ctx, "ctx");
+    const Graph& g = graph_of(graph);
+    const dfgnn_op_t& o = op_of(op);
+    validate_op(o, g.num_nodes());
+    if (pass < 0 || pass > 2) fail(DFGNN_STATUS_INVALID_ARGUMENT, "pass {} is not 0, 1 or 2", pass);
+    std::string text;
+    for (const Schedule& s : enumerate_schedules(pass_problem(g, o, static_cast<PassKind>(pass), any_alignment(o))))
+      text += to_string(s) + "\n";
+    write_text(text, buffer, capacity, length);
+  });
+}
+
+dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                            dfgnn_direction_t direction, const char* schedule, int arch) {
+  return guard([&] {
+    Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
+    const dfgnn_op_t& o = op_of(op);
+    if (arch < 50 || arch > 200) fail(DFGNN_STATUS_INVALID_ARGUMENT, "arch {} is not a compute capability like 90", arch);
+    OpSchedules s;
+    if (graph != nullptr) {
+      s = choose_schedules(graph_of(graph), o, direction, schedule, any_alignment(o));
+    } else {
+      if (schedule == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "dfgnnCompile needs a graph or a schedule");
+      validate_op(o, 0);
+      const std::string text(schedule);
+      const size_t bar = text.find('|');
+      s.row = parse_schedule(text.substr(0, bar));
+      s.col = bar == std::string::npos ? s.row : parse_schedule(text.substr(bar + 1));
+    }
+    if (direction == DFGNN_FORWARD) {
+      c.modules.cubin(pass_kernel_names(o, PassKind::Forward, s.row), arch);
+    } else {
+      c.modules.cubin(backward_helper_names(o), arch);
+      c.modules.cubin(pass_kernel_names(o, PassKind::BackwardRow, s.row), arch);
+      c.modules.cubin(pass_kernel_names(o, PassKind::BackwardCol, s.col), arch);
+    }
+  });
+}
+
+dfgnn_status_t dfgnnGetCacheCounters(dfgnn_context_t ctx, uint64_t* compiles, uint64_t* hits, uint64_t* loads) {
+  return guard([&] {
+    const CacheCounters k = deref<dfgnn_context>(ctx, "ctx").impl.modules.counters();
+    if (compiles != nullptr) *compiles = k.compiles;
+    if (hits != nullptr) *hits = k.hits;
+    if (loads != nullptr) *loads = k.loads;
   });
 }
 

@@ -201,6 +201,19 @@ const dfgnn_fingerprint_t& Graph::fingerprint() const {
   return fingerprint_;
 }
 
+const dfgnn_fingerprint_t& Graph::csc_fingerprint() const {
+  std::call_once(csc_fingerprint_once_, [&] { csc_fingerprint_ = compute_fingerprint(csc_); });
+  return csc_fingerprint_;
+}
+
+std::shared_ptr<const Plan> Graph::plan(const std::string& key,
+                                        const std::function<std::shared_ptr<const Plan>()>& make) const {
+  std::lock_guard lock(plan_mutex_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  return plans_.emplace(key, make()).first->second;
+}
+
 namespace {
 DeviceCompressed upload_compressed(const Compressed& c) {
   DeviceCompressed d;

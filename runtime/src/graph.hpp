@@ -7,12 +7,17 @@
 #include "cuda.hpp"
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 namespace dfgnn {
+
+class Plan;
 
 // Compressed rows of int32 indices. As CSR (by destination): row i lists sources j, eid = input
 // edge id. As CSC: column j lists destinations i, eid = the edge's position in the CSR arrays.
@@ -58,13 +63,21 @@ class Graph {
   // Uploaded once to the current device, thread-safe. Throws NO_DEVICE without a GPU.
   const DeviceCompressed& device_csr() const;
   const DeviceCompressed& device_csc() const;
+  // Out-degree fingerprint (of the CSC), for column passes. Computed once.
+  const dfgnn_fingerprint_t& csc_fingerprint() const;
+
+  // Plans cached by key (plan.cpp builds them); make runs once per key.
+  std::shared_ptr<const Plan> plan(const std::string& key,
+                                   const std::function<std::shared_ptr<const Plan>()>& make) const;
 
  private:
   explicit Graph(Compressed csr);
   Compressed csr_;
   Compressed csc_;
-  mutable std::once_flag fingerprint_once_;
-  mutable dfgnn_fingerprint_t fingerprint_{};
+  mutable std::once_flag fingerprint_once_, csc_fingerprint_once_;
+  mutable dfgnn_fingerprint_t fingerprint_{}, csc_fingerprint_{};
+  mutable std::mutex plan_mutex_;
+  mutable std::map<std::string, std::shared_ptr<const Plan>> plans_;
   mutable std::mutex device_mutex_;
   mutable std::optional<DeviceCompressed> device_csr_, device_csc_;
 };

@@ -289,6 +289,63 @@ DFGNN_API dfgnn_status_t dfgnnReferenceBackward(dfgnn_graph_t graph, const dfgnn
                                                 const dfgnn_inputs_t* inputs, const double* grad_out,
                                                 const dfgnn_grads_t* grads);
 
+/* ---------------------------------------------------------------- GPU ops (fused kernels) */
+
+/* How a GPU op is launched. Zero-initialise, then set what you need. */
+typedef struct dfgnn_launch {
+  void* stream;            /* cudaStream_t to launch on (null = the default stream) */
+  void* workspace;         /* device scratch of at least dfgnnGetWorkspaceSize() bytes */
+  size_t workspace_bytes;
+  /* Forced schedule (tests, benchmarks, tuner), null for dispatch. Forward: one schedule, e.g.
+   * "subwarp:lanes=32,groups=8,vec=4". Backward: "ROW|COL" (row pass over CSR, column pass over
+   * CSC) or one schedule for both. An invalid schedule is DFGNN_STATUS_INVALID_ARGUMENT with the
+   * reason; a malformed one DFGNN_STATUS_PARSE_ERROR. */
+  const char* schedule;
+} dfgnn_launch_t;
+
+/* Bytes of workspace an op direction needs on this graph with the schedule that would run
+ * (schedule: as in dfgnn_launch_t, null for dispatch). */
+DFGNN_API dfgnn_status_t dfgnnGetWorkspaceSize(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                               dfgnn_direction_t direction, const char* schedule, size_t* bytes);
+
+/* Fused forward on device arrays: out [N,H,D] in op->dtype; lse [N,H] float32 receives the
+ * per-(node, head) log-sum-exp of scores that the backward needs (may be null for inference).
+ * Asynchronous on launch->stream; inputs as in dfgnn_inputs_t (features in op->dtype, attention
+ * vectors and beta float32). */
+DFGNN_API dfgnn_status_t dfgnnForward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                      const dfgnn_inputs_t* inputs, void* out, float* lse,
+                                      const dfgnn_launch_t* launch);
+
+/* Fused backward: given the forward's inputs, out and lse and d(loss)/d(out), writes the gradient
+ * of every input the model reads (features in op->dtype; attention vectors and beta in float32).
+ * Column-side gradients come from the transposed graph without atomics: results are bitwise
+ * reproducible run to run. */
+DFGNN_API dfgnn_status_t dfgnnBackward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                       const dfgnn_inputs_t* inputs, const void* out, const float* lse,
+                                       const void* grad_out, const dfgnn_grads_t* grads,
+                                       const dfgnn_launch_t* launch);
+
+/* The schedule text that would run for an op direction on a graph (dispatch, or the given forced
+ * schedule after validation). Same buffer protocol as dfgnnFingerprintSerialize. */
+DFGNN_API dfgnn_status_t dfgnnGetSchedule(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                          dfgnn_direction_t direction, const char* schedule, char* buffer,
+                                          size_t capacity, size_t* length);
+
+/* Candidate schedules of one pass (0 forward, 1 backward row pass, 2 backward column pass), one
+ * per line, in the solvers' order. Same buffer protocol as dfgnnFingerprintSerialize. */
+DFGNN_API dfgnn_status_t dfgnnListSchedules(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                            int pass, char* buffer, size_t capacity, size_t* length);
+
+/* Compiles (NVRTC, no GPU needed) every kernel an op direction needs under a schedule for
+ * compute capability arch (e.g. 90), into the context's module cache. graph may be null when
+ * the schedule is given (it then only names kernels, nothing data-dependent). */
+DFGNN_API dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                      dfgnn_direction_t direction, const char* schedule, int arch);
+
+/* Module cache counters of the context: NVRTC compiles, cache hits, modules loaded on a GPU. */
+DFGNN_API dfgnn_status_t dfgnnGetCacheCounters(dfgnn_context_t ctx, uint64_t* compiles, uint64_t* hits,
+                                               uint64_t* loads);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

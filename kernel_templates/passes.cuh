@@ -1,0 +1,295 @@
+// dfgnn kernel templates, part 3: passes. A pass is what one lane group computes for one
+// (node, head) over a segment of that node's edges; schedules (schedules.cuh) decide which group
+// takes which segment and merge partial states. Three passes per model:
+//   Forward      CSR rows: online softmax + aggregation, writes out and lse
+//   BackwardRow  CSR rows: row-side gradients (dq, d h_dst, d er, AGNN's row part)
+//   BackwardCol  CSC columns: column-side gradients (dk, dv, dh_j) without atomics
+// Scores are recomputed from the saved per-(node, head) log-sum-exp; no E x H array is stored.
+#pragma once
+
+namespace dfgnn {
+
+// Accumulator state of a group: NV vector fragments and NS group-uniform scalars.
+template <int NV, int NS, int R>
+struct Acc {
+  float v[NV > 0 ? NV : 1][R];
+  float s[NS > 0 ? NS : 1];
+};
+
+template <int NV, int NS, int R>
+__device__ __forceinline__ void zero(Acc<NV, NS, R>& a) {
+#pragma unroll
+  for (int k = 0; k < NV; ++k) fill(a.v[k], 0.f);
+#pragma unroll
+  for (int k = 0; k < NS; ++k) a.s[k] = 0.f;
+}
+
+template <int NV, int NS, int R>
+__device__ __forceinline__ void add(Acc<NV, NS, R>& a, const Acc<NV, NS, R>& b) {
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int r = 0; r < R; ++r) a.v[k][r] += b.v[k][r];
+#pragma unroll
+  for (int k = 0; k < NS; ++k) a.s[k] += b.s[k];
+}
+
+// Serialised state: NS scalars, then NV blocks of D channels.
+template <typename G, int NV, int NS>
+__device__ __forceinline__ void store_state(float* dst, int gl, const Acc<NV, NS, G::R>& a) {
+  if (gl == 0)
+#pragma unroll
+    for (int k = 0; k < NS; ++k) dst[k] = a.s[k];
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int r = 0; r < G::R; ++r) {
+      const int d = channel<G>(gl, r);
+      if (d < G::D) dst[NS + k * G::D + d] = a.v[k][r];
+    }
+}
+
+template <typename G, int NV, int NS>
+__device__ __forceinline__ void load_state(const float* src, int gl, Acc<NV, NS, G::R>& a) {
+#pragma unroll
+  for (int k = 0; k < NS; ++k) a.s[k] = src[k];
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int r = 0; r < G::R; ++r) {
+      const int d = channel<G>(gl, r);
+      a.v[k][r] = d < G::D ? src[NS + k * G::D + d] : 0.f;
+    }
+}
+
+// Edges handled per step: enough independent gathers in flight to hide latency, bounded by the
+// registers they occupy (floats per edge per lane).
+template <int FloatsPerEdge>
+__host__ __device__ constexpr int batch_for() {
+  return FloatsPerEdge <= 8 ? 4 : FloatsPerEdge <= 16 ? 2 : 1;
+}
+
+// Loads U neighbour ids of a batch starting at e0 with n valid entries; invalid slots repeat the
+// last valid id, so their (discarded) gathers stay in bounds and hit the cache.
+template <int U>
+__device__ __forceinline__ void load_ids(const Params& p, int e0, int n, int (&j)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) j[u] = p.idx[e0 + (u < n ? u : n - 1)];
+}
+
+// ================================================================ forward
+template <typename G, template <typename> class Var>
+struct Forward {
+  using G_ = G;
+  using M = Var<G>;
+  using T = typename G::T;
+  static constexpr int NV = 1, NS = 2;  // acc; running max m, running sum l
+  static constexpr int U = batch_for<G::R*(M::kSeparateValue ? 2 : 1)>();
+  using State = Acc<NV, NS, G::R>;
+  struct Ctx {
+    typename M::Row row;
+    int node, head;
+  };
+
+  __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
+    c.node = node;
+    c.head = head;
+    M::load_row(p, node, head, gl, mask, c.row);
+  }
+  __device__ static void init(State& st) {
+    fill(st.v[0], 0.f);
+    st.s[0] = neg_inf();
+    st.s[1] = 0.f;
+  }
+  __device__ static void consume(const Params& p, const Ctx& c, int e0, int n, int gl, unsigned mask, State& st) {
+    int j[U];
+    load_ids<U>(p, e0, n, j);
+    float key[U][G::R];
+    float val[M::kSeparateValue ? U : 1][G::R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      M::load_key(p, j[u], c.head, gl, key[u]);
+      if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
+    }
+    float part[U][M::S];
+#pragma unroll
+    for (int u = 0; u < U; ++u) M::partials(p, c.row, key[u], part[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int s = 0; s < M::S; ++s) part[u][s] = group_sum<G::L>(part[u][s], mask);
+    float score[U];
+    float m_new = st.s[0];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      score[u] = u < n ? M::score(p, c.row, part[u]) : neg_inf();
+      m_new = fmaxf(m_new, score[u]);
+    }
+    const float correction = exp_fast(st.s[0] - m_new);  // 0 on the first batch (m = -inf)
+    st.s[1] *= correction;
+#pragma unroll
+    for (int r = 0; r < G::R; ++r) st.v[0][r] *= correction;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const float w = exp_fast(score[u] - m_new);
+      st.s[1] += w;
+      const float(&value)[G::R] = M::kSeparateValue ? val[M::kSeparateValue ? u : 0] : key[u];
+#pragma unroll
+      for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(w, value[r], st.v[0][r]);
+    }
+    st.s[0] = m_new;
+  }
+  // Softmax merge of two partial states of the same row (split rows, block teams).
+  __device__ static void merge(State& a, const State& b) {
+    const float m = fmaxf(a.s[0], b.s[0]);
+    if (m == neg_inf()) return;  // both empty
+    const float ca = exp_fast(a.s[0] - m), cb = exp_fast(b.s[0] - m);
+    a.s[1] = a.s[1] * ca + b.s[1] * cb;
+#pragma unroll
+    for (int r = 0; r < G::R; ++r) a.v[0][r] = a.v[0][r] * ca + b.v[0][r] * cb;
+    a.s[0] = m;
+  }
+  __device__ static void finish(const Params& p, const Ctx& c, int gl, unsigned, State& st) {
+    const float l = st.s[1];
+    const float inv = l > 0.f ? 1.f / l : 0.f;  // a row without edges gives 0, never NaN
+#pragma unroll
+    for (int r = 0; r < G::R; ++r) st.v[0][r] *= inv;
+    store_frag<G>(row_of_mut<G>(p.out, c.node, c.head), gl, st.v[0]);
+    if (p.lse != nullptr && gl == 0)
+      p.lse[static_cast<long long>(c.node) * G::H + c.head] = l > 0.f ? st.s[0] + logf(l) : neg_inf();
+  }
+};
+
+// ================================================================ backward, row side (CSR)
+// Per edge j of row i: p_ij = exp(s_ij - lse_i), dp_ij = dout_i . value_j,
+// ds_ij = p_ij (dp_ij - Delta_i); the variant's row hook accumulates ds into row gradients.
+template <typename G, template <typename> class Var>
+struct BackwardRow {
+  using G_ = G;
+  using M = Var<G>;
+  using Hooks = typename M::RowGrad;
+  static constexpr int NV = Hooks::NV, NS = Hooks::NS;
+  static constexpr int U = batch_for<G::R*(M::kSeparateValue ? 2 : 1)>();
+  using State = Acc<NV, NS, G::R>;
+  struct Ctx {
+    typename M::Row row;
+    float dout[G::R];
+    float lse, delta;
+    int node, head;
+  };
+
+  __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
+    c.node = node;
+    c.head = head;
+    M::load_row(p, node, head, gl, mask, c.row);
+    load_frag<G>(row_of<G>(p.dout, node, head), gl, c.dout);
+    c.lse = node_scalar<G>(p.lse, node, head);
+    c.delta = node_scalar<G>(p.delta, node, head);
+  }
+  __device__ static void init(State& st) { zero(st); }
+  __device__ static void consume(const Params& p, const Ctx& c, int e0, int n, int gl, unsigned mask, State& st) {
+    int j[U];
+    load_ids<U>(p, e0, n, j);
+    float key[U][G::R];
+    float val[M::kSeparateValue ? U : 1][G::R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      M::load_key(p, j[u], c.head, gl, key[u]);
+      if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
+    }
+    float part[U][M::S + 1];  // score partials, then dp
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float sp[M::S];
+      M::partials(p, c.row, key[u], sp);
+#pragma unroll
+      for (int s = 0; s < M::S; ++s) part[u][s] = sp[s];
+      part[u][M::S] = dot(c.dout, M::kSeparateValue ? val[M::kSeparateValue ? u : 0] : key[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int s = 0; s <= M::S; ++s) part[u][s] = group_sum<G::L>(part[u][s], mask);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (u >= n) break;
+      float sums[M::S];
+#pragma unroll
+      for (int s = 0; s < M::S; ++s) sums[s] = part[u][s];
+      const float prob = exp_fast(M::score(p, c.row, sums) - c.lse);
+      const float ds = prob * (part[u][M::S] - c.delta);
+      Hooks::accumulate(p, c.row, key[u], sums, ds, st);
+    }
+  }
+  __device__ static void merge(State& a, const State& b) { add(a, b); }
+  __device__ static void finish(const Params& p, const Ctx& c, int gl, unsigned mask, State& st) {
+    Hooks::finish(p, c.row, c.node, c.head, gl, mask, st);
+  }
+};
+
+// ================================================================ backward, column side (CSC)
+// Column j visits the destinations i it feeds; state v[0] gathers dvalue_j = sum_i p_ij dout_i,
+// the variant's column hook adds the score-gradient part.
+template <typename G, template <typename> class Var>
+struct BackwardCol {
+  using G_ = G;
+  using M = Var<G>;
+  using Hooks = typename M::ColGrad;
+  using Col = typename Hooks::Col;
+  using Nbr = typename Hooks::Nbr;
+  static constexpr int NV = 1 + Hooks::NV, NS = Hooks::NS;
+  static constexpr int U = batch_for<G::R*(1 + Hooks::kNbrFrags)>();
+  using State = Acc<NV, NS, G::R>;
+  struct Ctx {
+    Col col;
+    int node, head;
+  };
+
+  __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
+    c.node = node;
+    c.head = head;
+    Hooks::load_col(p, node, head, gl, mask, c.col);
+  }
+  __device__ static void init(State& st) { zero(st); }
+  __device__ static void consume(const Params& p, const Ctx& c, int e0, int n, int gl, unsigned mask, State& st) {
+    int i[U];
+    load_ids<U>(p, e0, n, i);
+    Nbr nbr[U];
+    float dout[U][G::R];
+    float lse[U], delta[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      Hooks::load_nbr(p, i[u], c.head, gl, nbr[u]);
+      load_frag<G>(row_of<G>(p.dout, i[u], c.head), gl, dout[u]);
+      lse[u] = node_scalar<G>(p.lse, i[u], c.head);
+      delta[u] = node_scalar<G>(p.delta, i[u], c.head);
+    }
+    constexpr int S = Hooks::S;
+    float part[U][S + 1];  // score partials, then dp = dout_i . value_j
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      Hooks::partials(p, c.col, nbr[u], part[u]);
+      part[u][S] = dot(dout[u], Hooks::value(c.col));
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int s = 0; s <= S; ++s) part[u][s] = group_sum<G::L>(part[u][s], mask);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (u >= n) break;
+      float aux = 0.f;  // variant's score intermediate (z for GAT, cos for AGNN)
+      const float prob = exp_fast(Hooks::score(p, c.col, nbr[u], part[u], aux) - lse[u]);
+      const float ds = prob * (part[u][S] - delta[u]);
+#pragma unroll
+      for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(prob, dout[u][r], st.v[0][r]);
+      Hooks::accumulate(p, c.col, nbr[u], aux, ds, st);
+    }
+  }
+  __device__ static void merge(State& a, const State& b) { add(a, b); }
+  __device__ static void finish(const Params& p, const Ctx& c, int gl, unsigned mask, State& st) {
+    Hooks::finish(p, c.col, c.node, c.head, gl, mask, st);
+  }
+};
+
+}  // namespace dfgnn

@@ -1,0 +1,161 @@
+// dfgnn kernel templates, part 4: schedules (thread mappings) and helper kernels.
+//
+// rows_kernel<Pass, GROUPS, TEAM>: a block of GROUPS lane groups (GROUPS * L threads); TEAM
+// consecutive groups cooperate on one (item, head): TEAM = 1 is "sub-warp / warp per row",
+// TEAM > 1 is "block per row" (the team's groups take interleaved edge batches and merge their
+// partial states in shared memory, in a fixed order). An item is a node (whole row) or, with a
+// work list, a segment (node, begin, end, slot): slot >= 0 stores a partial state for
+// merge_kernel, which is how hub rows are split over many blocks and merged deterministically.
+#pragma once
+
+namespace dfgnn {
+
+template <int L>
+__device__ __forceinline__ unsigned group_mask() {
+  if constexpr (L == 32) return 0xffffffffu;
+  else return ((1u << L) - 1u) << ((threadIdx.x & 31) / L * L);
+}
+
+template <typename Pass>
+__host__ __device__ constexpr int state_floats() {
+  return Pass::NS + Pass::NV * Pass::G_::D;
+}
+
+template <typename Pass, int GROUPS, int TEAM>
+__global__ void __launch_bounds__(GROUPS * Pass::G_::L) rows_kernel(const Params p) {
+  using G = typename Pass::G_;
+  constexpr int L = G::L, TEAMS = GROUPS / TEAM, U = Pass::U;
+  static_assert(GROUPS % TEAM == 0, "TEAM must divide GROUPS");
+  const int group = threadIdx.x / L, gl = threadIdx.x % L;
+  const int team = group / TEAM, member = group % TEAM;
+  const unsigned mask = group_mask<L>();
+  const long long item_head = static_cast<long long>(blockIdx.x) * TEAMS + team;
+  const int item = static_cast<int>(item_head / G::H), head = static_cast<int>(item_head % G::H);
+  const bool active = item < p.num_items;
+
+  int node = 0, begin = 0, end = 0, slot = -1;
+  if (active) {
+    if (p.segments != nullptr) {
+      const int4 s = p.segments[item];
+      node = s.x, begin = s.y, end = s.z, slot = s.w;
+    } else {
+      node = item, begin = p.ptr[item], end = p.ptr[item + 1];
+    }
+  }
+  typename Pass::Ctx ctx;
+  typename Pass::State st;
+  Pass::init(st);
+  if (active) {
+    Pass::load_ctx(p, node, head, gl, mask, ctx);
+    for (int e = begin + member * U; e < end; e += TEAM * U) Pass::consume(p, ctx, e, min(U, end - e), gl, mask, st);
+  }
+  if constexpr (TEAM > 1) {
+    extern __shared__ float team_states[];
+    constexpr int SF = state_floats<Pass>();
+    float* mine = team_states + group * SF;
+    if (active && member > 0) store_state<G>(mine, gl, st);
+    __syncthreads();
+    if (active && member == 0) {
+      for (int k = 1; k < TEAM; ++k) {
+        typename Pass::State other;
+        load_state<G>(mine + k * SF, gl, other);
+        Pass::merge(st, other);
+      }
+    }
+  }
+  if (!active || member != 0) return;
+  if (slot < 0) {
+    Pass::finish(p, ctx, gl, mask, st);
+  } else {
+    store_state<G>(p.partials + (static_cast<long long>(slot) * G::H + head) * state_floats<Pass>(), gl, st);
+  }
+}
+
+// Folds the partial states of each split row in slot order (deterministic), then finishes it.
+template <typename Pass, int GROUPS>
+__global__ void __launch_bounds__(GROUPS * Pass::G_::L) merge_kernel(const Params p) {
+  using G = typename Pass::G_;
+  constexpr int L = G::L;
+  const int group = threadIdx.x / L, gl = threadIdx.x % L;
+  const long long hub_head = static_cast<long long>(blockIdx.x) * GROUPS + group;
+  const int hub = static_cast<int>(hub_head / G::H), head = static_cast<int>(hub_head % G::H);
+  if (hub >= p.num_hubs) return;
+  const int4 h = p.hubs[hub];
+  const unsigned mask = group_mask<L>();
+  typename Pass::Ctx ctx;
+  Pass::load_ctx(p, h.x, head, gl, mask, ctx);
+  typename Pass::State st;
+  Pass::init(st);
+  for (int k = 0; k < h.z; ++k) {
+    typename Pass::State part;
+    load_state<G>(p.partials + (static_cast<long long>(h.y + k) * G::H + head) * state_floats<Pass>(), gl, part);
+    Pass::merge(st, part);
+  }
+  Pass::finish(p, ctx, gl, mask, st);
+}
+
+// Backward preparation, one group per (node, head): Delta = dout . out, and the model's node
+// scalar (GAT er, AGNN inverse norm) into node_a.
+template <typename G, template <typename> class Var, int GROUPS>
+__global__ void __launch_bounds__(GROUPS * G::L) prep_kernel(const Params p) {
+  using M = Var<G>;
+  const int group = threadIdx.x / G::L, gl = threadIdx.x % G::L;
+  const long long nh = static_cast<long long>(blockIdx.x) * GROUPS + group;
+  if (nh >= static_cast<long long>(p.num_nodes) * G::H) return;
+  const int node = static_cast<int>(nh / G::H), head = static_cast<int>(nh % G::H);
+  const unsigned mask = group_mask<G::L>();
+  float d[G::R], o[G::R];
+  load_frag<G>(row_of<G>(p.dout, node, head), gl, d);
+  load_frag<G>(row_of<G>(p.fwd_out, node, head), gl, o);
+  const float delta = group_sum<G::L>(dot(d, o), mask);
+  float scalar = 0.f;
+  if constexpr (M::kPrep) scalar = M::prep(p, node, head, gl, mask);
+  if (gl == 0) {
+    p.delta[nh] = delta;
+    if constexpr (M::kPrep) p.node_a[nh] = scalar;
+  }
+}
+
+// Deterministic sum over nodes of a [N, COLS] float32 array x, or of w[n, col / D] * x[n, col]
+// for a weighted sum with x of type T (the features). Stage 1: block b sums its fixed node range
+// into stage[b, :]; stage 2 (one block) adds the block rows in order. No atomics.
+template <typename T, int D, bool WEIGHTED>
+__global__ void __launch_bounds__(256) reduce_nodes_stage1(const void* x, const float* w, int num_nodes, int cols,
+                                                           int nodes_per_block, float* stage) {
+  const int n0 = blockIdx.x * nodes_per_block;
+  const int n1 = min(num_nodes, n0 + nodes_per_block);
+  const T* xs = static_cast<const T*>(x);
+  for (int col = threadIdx.x; col < cols; col += blockDim.x) {
+    float acc = 0.f;
+    for (int n = n0; n < n1; ++n) {
+      const float v = to_float(xs[static_cast<long long>(n) * cols + col]);
+      acc += WEIGHTED ? w[static_cast<long long>(n) * (cols / D) + col / D] * v : v;
+    }
+    stage[static_cast<long long>(blockIdx.x) * cols + col] = acc;
+  }
+}
+
+// result[col] = sum_b stage[b, col]; with TOTAL, result[0] = sum over all cols as well (AGNN beta).
+template <bool TOTAL>
+__global__ void __launch_bounds__(256) reduce_nodes_stage2(const float* stage, int blocks, int cols, float* result) {
+  __shared__ float col_sums[256];
+  float total = 0.f;
+  for (int col0 = 0; col0 < cols; col0 += blockDim.x) {
+    const int col = col0 + threadIdx.x;
+    float acc = 0.f;
+    if (col < cols)
+      for (int b = 0; b < blocks; ++b) acc += stage[static_cast<long long>(b) * cols + col];
+    if constexpr (TOTAL) {
+      col_sums[threadIdx.x] = col < cols ? acc : 0.f;
+      __syncthreads();
+      if (threadIdx.x == 0)
+        for (int k = 0; k < static_cast<int>(blockDim.x); ++k) total += col_sums[k];
+      __syncthreads();
+    } else if (col < cols) {
+      result[col] = acc;
+    }
+  }
+  if (TOTAL && threadIdx.x == 0) result[0] = total;
+}
+
+}  // namespace dfgnn

@@ -1,0 +1,382 @@
+#include "ops.hpp"
+
+#include "context.hpp"
+#include "cuda.hpp"
+#include "error.hpp"
+#include "graph.hpp"
+#include "op.hpp"
+#include "plan.hpp"
+
+#include <vector_types.h>
+
+#include "params.cuh"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace dfgnn {
+namespace {
+
+constexpr int32_t kMergeGroups = 8;  // merge/prep kernels: 8 groups of 32 lanes (or 256 / L groups)
+constexpr int32_t kReduceBlocks = 264;
+constexpr size_t kAlign = 256;
+
+const char* element_type(dfgnn_dtype_t dtype) {
+  switch (dtype) {
+    case DFGNN_DTYPE_FLOAT32: return "float";
+    case DFGNN_DTYPE_FLOAT16: return "dfgnn::f16";
+    case DFGNN_DTYPE_BFLOAT16: return "dfgnn::bf16";
+    default: fail(DFGNN_STATUS_NOT_SUPPORTED, "GPU ops take float32, float16 or bfloat16 features, not {}", dtype_name(dtype));
+  }
+}
+
+const char* variant_type(dfgnn_model_t model) {
+  switch (model) {
+    case DFGNN_MODEL_GAT: return "dfgnn::Gat";
+    case DFGNN_MODEL_GATV2: return "dfgnn::Gatv2";
+    case DFGNN_MODEL_TRANSFORMER: return "dfgnn::Transformer";
+    case DFGNN_MODEL_AGNN: return "dfgnn::Agnn";
+  }
+  return "?";
+}
+
+const char* pass_type(PassKind pass) {
+  switch (pass) {
+    case PassKind::Forward: return "dfgnn::Forward";
+    case PassKind::BackwardRow: return "dfgnn::BackwardRow";
+    case PassKind::BackwardCol: return "dfgnn::BackwardCol";
+  }
+  return "?";
+}
+
+std::string geo(const dfgnn_op_t& op, int32_t lanes, int32_t vec) {
+  return fmt::format("dfgnn::Geo<{},{},{},{},{}>", element_type(op.dtype), op.dim, op.heads, lanes, vec);
+}
+
+std::string pass_of(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
+  return fmt::format("{}<{},{}>", pass_type(pass), geo(op, lanes, vec), variant_type(op.model));
+}
+
+std::string rows_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups, int32_t team) {
+  return fmt::format("&dfgnn::rows_kernel<{},{},{}>", pass_of(op, pass, lanes, vec), groups, team);
+}
+
+std::string merge_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
+  return fmt::format("&dfgnn::merge_kernel<{},{}>", pass_of(op, pass, lanes, vec), 256 / lanes);
+}
+
+// Rows-kernel shape for a plan part: the small bin of a hybrid keeps the schedule's groups, its
+// warp bin uses 8 whole warps.
+struct PartShape {
+  int32_t kernel_index, groups, team;
+};
+PartShape part_shape(const Schedule& s, const HostPlan::Part& part) {
+  if (s.solver == SolverId::Hybrid && part.lanes == 32) return {1, kMergeGroups, 1};
+  return {0, s.groups, s.team};
+}
+
+// Largest vector width (in elements) every feature pointer's alignment allows.
+int32_t alignment_vec(const dfgnn_op_t& op, std::initializer_list<const void*> pointers) {
+  const size_t elem = dtype_size(op.dtype);
+  int32_t vec = static_cast<int32_t>(16 / elem);
+  for (const void* p : pointers) {
+    if (p == nullptr) continue;
+    while (vec > 1 && reinterpret_cast<uintptr_t>(p) % (vec * elem) != 0) vec /= 2;
+  }
+  return vec;
+}
+
+// Carves aligned regions out of the caller's workspace (or just measures, with base = null).
+class Carver {
+ public:
+  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
+  template <typename T>
+  T* take(size_t count) {
+    offset_ = (offset_ + kAlign - 1) / kAlign * kAlign;
+    T* p = base_ == nullptr || count == 0 ? nullptr : reinterpret_cast<T*>(base_ + offset_);
+    offset_ += count * sizeof(T);
+    return p;
+  }
+  size_t used() const { return offset_; }
+
+ private:
+  char* base_;
+  size_t offset_ = 0;
+};
+
+struct BackwardScratch {
+  float *delta, *node_a, *node_b, *node_c, *param_part, *row_grad, *partials, *stage;
+};
+
+// The one layout of a backward's workspace, used to size it and to carve it.
+BackwardScratch carve_backward(Carver& c, const Graph& g, const dfgnn_op_t& op, const OpSchedules& s) {
+  const size_t nh = static_cast<size_t>(g.num_nodes()) * op.heads, nhd = nh * op.dim;
+  const size_t slots = std::max(
+      static_cast<size_t>(get_plan(g, PassKind::BackwardRow, s.row)->host().num_slots) *
+          state_floats(op, PassKind::BackwardRow),
+      static_cast<size_t>(get_plan(g, PassKind::BackwardCol, s.col)->host().num_slots) *
+          state_floats(op, PassKind::BackwardCol));
+  BackwardScratch w{};
+  w.delta = c.take<float>(nh);
+  w.node_a = c.take<float>(op.model == DFGNN_MODEL_GAT || op.model == DFGNN_MODEL_AGNN ? nh : 0);
+  w.node_b = c.take<float>(op.model == DFGNN_MODEL_GAT ? nh : 0);
+  w.node_c = c.take<float>(op.model == DFGNN_MODEL_GAT ? nh : 0);
+  w.param_part = c.take<float>(op.model == DFGNN_MODEL_GATV2 ? nhd : op.model == DFGNN_MODEL_AGNN ? nh : 0);
+  w.row_grad = c.take<float>(op.model == DFGNN_MODEL_AGNN ? nhd : 0);
+  w.partials = c.take<float>(slots * op.heads);
+  w.stage = c.take<float>(op.model == DFGNN_MODEL_TRANSFORMER ? 0 : kReduceBlocks * static_cast<size_t>(op.heads) * op.dim);
+  return w;
+}
+
+float* carve_forward(Carver& c, const Graph& g, const dfgnn_op_t& op, const OpSchedules& s) {
+  const size_t slots = get_plan(g, PassKind::Forward, s.row)->host().num_slots;
+  return c.take<float>(slots * op.heads * state_floats(op, PassKind::Forward));
+}
+
+void check_workspace(const LaunchArgs& launch, size_t needed) {
+  if (launch.workspace_bytes < needed)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "workspace of {} bytes is too small: this call needs {} bytes "
+         "(dfgnnGetWorkspaceSize)", launch.workspace_bytes, needed);
+  if (needed > 0 && launch.workspace == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "workspace is null but {} bytes are needed", needed);
+}
+
+void launch_kernel(cudaKernel_t kernel, unsigned grid, unsigned block, size_t smem, cudaStream_t stream, void** args,
+                   const char* what) {
+  if (grid == 0) return;
+  cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(block), args, smem, stream), what);
+}
+
+unsigned blocks_for(int64_t work, int64_t per_block) { return static_cast<unsigned>((work + per_block - 1) / per_block); }
+
+// Runs one pass (rows kernels per plan part, then the merge of split rows).
+void run_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const Schedule& s, Params p,
+              cudaStream_t stream) {
+  const bool csc = pass == PassKind::BackwardCol;
+  const DeviceCompressed& structure = csc ? g.device_csc() : g.device_csr();
+  p.ptr = structure.ptr.as<const int>();
+  p.idx = structure.idx.as<const int>();
+  p.num_nodes = g.num_nodes();
+  const auto plan = get_plan(g, pass, s);
+  const Plan::Device& device = plan->device();
+  const auto module = ctx.modules.loaded(pass_kernel_names(op, pass, s), ctx.current_arch());
+  const size_t smem_per_group = static_cast<size_t>(state_floats(op, pass)) * sizeof(float);
+  for (size_t k = 0; k < plan->host().parts.size(); ++k) {
+    const HostPlan::Part& part = plan->host().parts[k];
+    const PartShape shape = part_shape(s, part);
+    p.segments = part.whole_rows ? nullptr : device.parts[k].as<const int4>();
+    p.num_items = part.whole_rows ? g.num_nodes() : static_cast<int>(part.segments.size());
+    const int64_t teams = shape.groups / shape.team;
+    void* args[] = {&p};
+    launch_kernel(module->kernel(shape.kernel_index), blocks_for(int64_t{p.num_items} * op.heads, teams),
+                  shape.groups * part.lanes, shape.team > 1 ? shape.groups * smem_per_group : 0, stream, args,
+                  "rows kernel launch");
+  }
+  if (!plan->host().hubs.empty()) {
+    p.hubs = device.hubs.as<const int4>();
+    p.num_hubs = static_cast<int>(plan->host().hubs.size());
+    const int32_t lanes = s.solver == SolverId::Hybrid ? 32 : s.lanes;
+    void* args[] = {&p};
+    launch_kernel(module->kernel(s.solver == SolverId::Hybrid ? 2 : 1),
+                  blocks_for(int64_t{p.num_hubs} * op.heads, 256 / lanes), 256, 0, stream, args, "merge kernel launch");
+  }
+}
+
+const Schedule& parse_checked(const PassProblem& problem, const std::string& text, Schedule& out) {
+  out = parse_schedule(text);
+  require_valid(problem, out);
+  return out;
+}
+
+void check_gpu_op(const Graph& g, const dfgnn_op_t* op) {
+  if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
+  validate_op(*op, g.num_nodes());
+  element_type(op->dtype);
+}
+
+}  // namespace
+
+PassProblem pass_problem(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
+  PassProblem p;
+  p.op = op;
+  p.pass = pass;
+  p.fingerprint = pass == PassKind::BackwardCol ? &graph.csc_fingerprint() : &graph.fingerprint();
+  p.max_vec = max_vec;
+  return p;
+}
+
+OpSchedules choose_schedules(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
+                             const char* forced, int32_t max_vec) {
+  check_gpu_op(graph, &op);
+  if (direction != DFGNN_FORWARD && direction != DFGNN_BACKWARD)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "direction {} is neither DFGNN_FORWARD nor DFGNN_BACKWARD", static_cast<int>(direction));
+  const PassKind first = direction == DFGNN_FORWARD ? PassKind::Forward : PassKind::BackwardRow;
+  const PassProblem row = pass_problem(graph, op, first, max_vec);
+  const PassProblem col = pass_problem(graph, op, PassKind::BackwardCol, max_vec);
+  OpSchedules s;
+  if (forced == nullptr || *forced == '\0') {
+    s.row = default_schedule(row);
+    s.col = default_schedule(col);
+    return s;
+  }
+  const std::string text(forced);
+  const size_t bar = text.find('|');
+  if (direction == DFGNN_FORWARD) {
+    if (bar != std::string::npos) fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': '|' separates the backward's row and column schedules; a forward takes one", text);
+    parse_checked(row, text, s.row);
+    return s;
+  }
+  parse_checked(row, text.substr(0, bar), s.row);
+  parse_checked(col, bar == std::string::npos ? text : text.substr(bar + 1), s.col);
+  return s;
+}
+
+std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
+  switch (s.solver) {
+    case SolverId::Subwarp:
+    case SolverId::BlockRow: return {rows_name(op, pass, s.lanes, s.vec, s.groups, s.team)};
+    case SolverId::HubSplit: return {rows_name(op, pass, s.lanes, s.vec, s.groups, 1), merge_name(op, pass, s.lanes, s.vec)};
+    case SolverId::Hybrid:
+      return {rows_name(op, pass, s.lanes, s.vec, s.groups, 1), rows_name(op, pass, 32, s.vec, kMergeGroups, 1),
+              merge_name(op, pass, 32, s.vec)};
+  }
+  fail(DFGNN_STATUS_INTERNAL_ERROR, "unknown solver {}", static_cast<int>(s.solver));
+}
+
+std::vector<std::string> backward_helper_names(const dfgnn_op_t& op) {
+  const int32_t lanes = lanes_for_dim(op.dim, 1);
+  const std::string g = geo(op, lanes, 1);
+  std::vector<std::string> names{
+      fmt::format("&dfgnn::prep_kernel<{},{},{}>", g, variant_type(op.model), 256 / lanes)};
+  switch (op.model) {
+    case DFGNN_MODEL_GAT:
+      names.push_back(fmt::format("&dfgnn::reduce_nodes_stage1<{},{},true>", element_type(op.dtype), op.dim));
+      names.push_back("&dfgnn::reduce_nodes_stage2<false>");
+      break;
+    case DFGNN_MODEL_GATV2:
+      names.push_back(fmt::format("&dfgnn::reduce_nodes_stage1<float,{},false>", op.dim));
+      names.push_back("&dfgnn::reduce_nodes_stage2<false>");
+      break;
+    case DFGNN_MODEL_AGNN:
+      names.push_back("&dfgnn::reduce_nodes_stage1<float,1,false>");
+      names.push_back("&dfgnn::reduce_nodes_stage2<true>");
+      break;
+    case DFGNN_MODEL_TRANSFORMER: break;
+  }
+  return names;
+}
+
+size_t workspace_size(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction, const OpSchedules& s) {
+  Carver c(nullptr);
+  if (direction == DFGNN_FORWARD) carve_forward(c, graph, op, s);
+  else carve_backward(c, graph, op, s);
+  return c.used();
+}
+
+void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inputs_t& in, void* out, float* lse,
+             const LaunchArgs& launch) {
+  check_gpu_op(g, &op);
+  require_device("dfgnnForward");
+  if (out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
+  const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out});
+  const OpSchedules s = choose_schedules(g, op, DFGNN_FORWARD, launch.schedule, max_vec);
+  Carver carver(launch.workspace);
+  float* partials = carve_forward(carver, g, op, s);
+  check_workspace(launch, carver.used());
+  if (g.num_nodes() == 0) return;
+  Params p{};
+  p.x0 = op.model == DFGNN_MODEL_TRANSFORMER ? in.q : in.h;
+  p.x1 = op.model == DFGNN_MODEL_TRANSFORMER ? in.k : in.h_dst;
+  p.x2 = in.v;
+  p.att_src = static_cast<const float*>(in.att_src);
+  p.att_dst = static_cast<const float*>(in.att_dst);
+  p.beta = static_cast<const float*>(in.beta);
+  p.out = out;
+  p.lse = lse;
+  p.partials = partials;
+  p.slope = op.negative_slope;
+  p.scale = static_cast<float>(effective_scale(op));
+  run_pass(ctx, g, op, PassKind::Forward, s.row, p, launch.stream);
+}
+
+void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inputs_t& in, const void* out,
+              const float* lse, const void* grad_out, const dfgnn_grads_t& grads, const LaunchArgs& launch) {
+  check_gpu_op(g, &op);
+  require_device("dfgnnBackward");
+  if (g.num_nodes() > 0 && (out == nullptr || lse == nullptr || grad_out == nullptr))
+    fail(DFGNN_STATUS_NULL_POINTER, "backward needs the forward's out and lse and grad_out ({} is null)",
+         out == nullptr ? "out" : lse == nullptr ? "lse" : "grad_out");
+  const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out, grad_out, grads.h, grads.h_dst,
+                                             grads.q, grads.k, grads.v});
+  const OpSchedules s = choose_schedules(g, op, DFGNN_BACKWARD, launch.schedule, max_vec);
+  Carver carver(launch.workspace);
+  const BackwardScratch w = carve_backward(carver, g, op, s);
+  check_workspace(launch, carver.used());
+  const int32_t n = g.num_nodes();
+  if (n == 0) {
+    // No nodes: parameter gradients are zero.
+    if (grads.att_src) cuda_check(cudaMemsetAsync(grads.att_src, 0, sizeof(float) * op.heads * op.dim, launch.stream), "memset");
+    if (grads.att_dst) cuda_check(cudaMemsetAsync(grads.att_dst, 0, sizeof(float) * op.heads * op.dim, launch.stream), "memset");
+    if (grads.beta) cuda_check(cudaMemsetAsync(grads.beta, 0, sizeof(float), launch.stream), "memset");
+    return;
+  }
+  Params p{};
+  const bool tr = op.model == DFGNN_MODEL_TRANSFORMER;
+  p.x0 = tr ? in.q : in.h;
+  p.x1 = tr ? in.k : in.h_dst;
+  p.x2 = in.v;
+  p.att_src = static_cast<const float*>(in.att_src);
+  p.att_dst = static_cast<const float*>(in.att_dst);
+  p.beta = static_cast<const float*>(in.beta);
+  p.lse = const_cast<float*>(lse);  // read only in backward passes
+  p.dout = grad_out;
+  p.fwd_out = out;
+  p.delta = w.delta;
+  p.node_a = w.node_a;
+  p.node_b = w.node_b;
+  p.node_c = w.node_c;
+  p.g0 = tr ? grads.q : grads.h;
+  p.g1 = tr ? grads.k : grads.h_dst;
+  p.g2 = grads.v;
+  p.param_part = w.param_part;
+  p.row_grad = w.row_grad;
+  p.partials = w.partials;
+  p.num_nodes = n;
+  p.slope = op.negative_slope;
+  p.scale = static_cast<float>(effective_scale(op));
+
+  const int arch = ctx.current_arch();
+  const auto helpers = ctx.modules.loaded(backward_helper_names(op), arch);
+  const int32_t prep_lanes = lanes_for_dim(op.dim, 1);
+  {
+    void* args[] = {&p};
+    launch_kernel(helpers->kernel(0), blocks_for(int64_t{n} * op.heads, 256 / prep_lanes), 256, 0, launch.stream, args,
+                  "prep kernel launch");
+  }
+  run_pass(ctx, g, op, PassKind::BackwardRow, s.row, p, launch.stream);
+  run_pass(ctx, g, op, PassKind::BackwardCol, s.col, p, launch.stream);
+
+  // Parameter gradients: deterministic two-stage sums over nodes.
+  auto reduce = [&](const void* x, const float* weights, int cols, float* result) {
+    const int blocks = std::min<int>(kReduceBlocks, n);
+    int nodes_per_block = (n + blocks - 1) / blocks;
+    const int used_blocks = (n + nodes_per_block - 1) / nodes_per_block;
+    void* args1[] = {&x, &weights, const_cast<int32_t*>(&n), &cols, &nodes_per_block, const_cast<float**>(&w.stage)};
+    launch_kernel(helpers->kernel(1), used_blocks, 256, 0, launch.stream, args1, "reduce kernel launch");
+    int b = used_blocks;
+    void* args2[] = {const_cast<float**>(&w.stage), &b, &cols, &result};
+    launch_kernel(helpers->kernel(2), 1, 256, 0, launch.stream, args2, "reduce kernel launch");
+  };
+  const int hd = op.heads * op.dim;
+  switch (op.model) {
+    case DFGNN_MODEL_GAT:
+      reduce(in.h, w.node_b, hd, static_cast<float*>(grads.att_src));
+      reduce(in.h, w.node_c, hd, static_cast<float*>(grads.att_dst));
+      break;
+    case DFGNN_MODEL_GATV2: reduce(w.param_part, nullptr, hd, static_cast<float*>(grads.att_src)); break;
+    case DFGNN_MODEL_AGNN: reduce(w.param_part, nullptr, op.heads, static_cast<float*>(grads.beta)); break;
+    case DFGNN_MODEL_TRANSFORMER: break;
+  }
+  cuda_check(cudaGetLastError(), "backward kernels");
+}
+
+}  // namespace dfgnn

@@ -1,0 +1,53 @@
+// GPU ops: dispatch a schedule per pass, build/reuse its plan, specialise the kernels through
+// NVRTC (cached), and launch on the caller's stream.
+#pragma once
+
+#include <dfgnn/dfgnn.h>
+
+#include "schedule.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+namespace dfgnn {
+
+class Graph;
+struct Context;
+
+struct LaunchArgs {
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  // Forced schedule text, or null for the default rule. Backward: "ROW|COL" or one schedule
+  // used for both passes.
+  const char* schedule = nullptr;
+};
+
+// The chosen schedules of an op direction (forward: `row` only).
+struct OpSchedules {
+  Schedule row;  // forward or backward row pass
+  Schedule col;  // backward column pass
+};
+
+// Schedules that would run (forced text validated, else the default rule). max_vec as allowed by
+// the data's alignment (16 bytes / dtype size when unknown).
+OpSchedules choose_schedules(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
+                             const char* forced, int32_t max_vec);
+PassProblem pass_problem(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
+
+// NVRTC name expressions a pass needs under a schedule (rows kernels, then the merge kernel for
+// split rows), and the helper kernels of a backward (prep, parameter reductions).
+std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, const Schedule& s);
+std::vector<std::string> backward_helper_names(const dfgnn_op_t& op);
+
+size_t workspace_size(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
+                      const OpSchedules& schedules);
+
+void forward(Context& ctx, const Graph& graph, const dfgnn_op_t& op, const dfgnn_inputs_t& in, void* out,
+             float* lse, const LaunchArgs& launch);
+void backward(Context& ctx, const Graph& graph, const dfgnn_op_t& op, const dfgnn_inputs_t& in, const void* out,
+              const float* lse, const void* grad_out, const dfgnn_grads_t& grads, const LaunchArgs& launch);
+
+}  // namespace dfgnn

@@ -1,0 +1,74 @@
+#include "plan.hpp"
+
+#include "error.hpp"
+#include "graph.hpp"
+
+#include <fmt/format.h>
+
+namespace dfgnn {
+namespace {
+
+// Appends the chunks of a split row and its merge entry.
+void split_row(int32_t node, int32_t begin, int32_t end, int32_t chunk, HostPlan& plan, HostPlan::Part& part) {
+  const int32_t first = plan.num_slots;
+  for (int32_t b = begin; b < end; b += chunk)
+    part.segments.push_back({node, b, std::min(end, b + chunk), plan.num_slots++});
+  plan.hubs.push_back({node, first, plan.num_slots - first, 0});
+}
+
+}  // namespace
+
+HostPlan make_plan(const Compressed& c, const Schedule& s) {
+  HostPlan plan;
+  switch (s.solver) {
+    case SolverId::Subwarp:
+    case SolverId::BlockRow:
+      plan.parts.push_back({s.lanes, true, {}});
+      break;
+    case SolverId::HubSplit: {
+      // Chunks of hub rows first (longest work first), then the other rows whole.
+      HostPlan::Part part{s.lanes, false, {}};
+      for (int32_t i = 0; i < c.num_rows; ++i)
+        if (c.degree(i) >= s.threshold) split_row(i, c.ptr[i], c.ptr[i + 1], s.chunk, plan, part);
+      for (int32_t i = 0; i < c.num_rows; ++i)
+        if (c.degree(i) < s.threshold) part.segments.push_back({i, c.ptr[i], c.ptr[i + 1], -1});
+      plan.parts.push_back(std::move(part));
+      break;
+    }
+    case SolverId::Hybrid: {
+      // Bin rows by degree: [0, mid) to small groups, [mid, threshold) to whole warps, and
+      // [threshold, inf) split into chunks, also on whole warps.
+      HostPlan::Part small{s.lanes, false, {}}, warp{32, false, {}};
+      for (int32_t i = 0; i < c.num_rows; ++i)
+        if (c.degree(i) >= s.threshold) split_row(i, c.ptr[i], c.ptr[i + 1], s.chunk, plan, warp);
+      for (int32_t i = 0; i < c.num_rows; ++i) {
+        const int32_t d = c.degree(i);
+        if (d < s.mid) small.segments.push_back({i, c.ptr[i], c.ptr[i + 1], -1});
+        else if (d < s.threshold) warp.segments.push_back({i, c.ptr[i], c.ptr[i + 1], -1});
+      }
+      if (!small.segments.empty()) plan.parts.push_back(std::move(small));
+      if (!warp.segments.empty()) plan.parts.push_back(std::move(warp));
+      break;
+    }
+  }
+  return plan;
+}
+
+const Plan::Device& Plan::device() const {
+  std::call_once(uploaded_, [&] {
+    for (const HostPlan::Part& part : host_.parts)
+      device_.parts.push_back(part.whole_rows ? DeviceBuffer() : upload(part.segments.data(), part.segments.size() * sizeof(Segment)));
+    device_.hubs = upload(host_.hubs.data(), host_.hubs.size() * sizeof(Segment));
+  });
+  return device_;
+}
+
+std::shared_ptr<const Plan> get_plan(const Graph& graph, PassKind pass, const Schedule& s) {
+  const bool csc = pass == PassKind::BackwardCol;
+  // Only the work-list fields shape a plan; lanes of the small bin are recorded in it too.
+  const std::string key = fmt::format("{}:{}:{}:{}:{}:{}", csc ? "csc" : "csr", static_cast<int>(s.solver), s.lanes,
+                                      s.mid, s.threshold, s.chunk);
+  return graph.plan(key, [&] { return std::make_shared<const Plan>(make_plan(csc ? graph.csc() : graph.csr(), s)); });
+}
+
+}  // namespace dfgnn

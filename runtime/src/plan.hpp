@@ -1,0 +1,60 @@
+// Plans: the per-(graph, structure, schedule) work lists that a pass launches over, built once on
+// the host, uploaded once, cached on the graph and reused across layers and epochs.
+#pragma once
+
+#include "cuda.hpp"
+#include "schedule.hpp"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace dfgnn {
+
+struct Compressed;
+class Graph;
+
+// (node, begin, end, slot): edges [begin, end) of node's row; slot >= 0 marks a chunk of a split
+// row whose partial state goes to partial slot `slot`. For merge lists: (node, first slot, count, 0).
+using Segment = std::array<int32_t, 4>;
+
+struct HostPlan {
+  // One rows_kernel launch: lane groups of `lanes` lanes over `segments` (or over all rows when
+  // whole_rows is set: no list needed).
+  struct Part {
+    int32_t lanes = 32;
+    bool whole_rows = false;
+    std::vector<Segment> segments;
+  };
+  std::vector<Part> parts;
+  std::vector<Segment> hubs;  // split rows to merge
+  int32_t num_slots = 0;      // partial states per head
+};
+
+// Work lists for a schedule over a structure (CSR or CSC). Hand-checkable: see tests/cpu/test_plan.cpp.
+HostPlan make_plan(const Compressed& structure, const Schedule& schedule);
+
+// A plan plus its device copies (uploaded on first use).
+class Plan {
+ public:
+  explicit Plan(HostPlan host) : host_(std::move(host)) {}
+  const HostPlan& host() const { return host_; }
+  struct Device {
+    std::vector<DeviceBuffer> parts;  // one per host part (empty buffer for whole_rows)
+    DeviceBuffer hubs;
+  };
+  const Device& device() const;
+
+ private:
+  HostPlan host_;
+  mutable std::once_flag uploaded_;
+  mutable Device device_;
+};
+
+// The plan of a schedule on the graph's CSR (forward, backward row pass) or CSC (column pass),
+// cached on the graph.
+std::shared_ptr<const Plan> get_plan(const Graph& graph, PassKind pass, const Schedule& schedule);
+
+}  // namespace dfgnn
