@@ -284,10 +284,10 @@ struct Gatv2 {
 };
 
 // ---------------------------------------------------------------- AGNN
-constexpr float kAgnnEps = 1e-12f;  // torch.nn.functional.normalize's eps
 
 template <typename G>
 struct Agnn {
+  static constexpr float kAgnnEps = 1e-12f;  // torch.nn.functional.normalize's eps
   static constexpr int S = 2;  // h_i . h_j and |h_j|^2
   static constexpr bool kSeparateValue = false;
   struct Row {

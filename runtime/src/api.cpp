@@ -439,6 +439,18 @@ dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
       const size_t bar = text.find('|');
       s.row = parse_schedule(text.substr(0, bar));
       s.col = bar == std::string::npos ? s.row : parse_schedule(text.substr(bar + 1));
+      // Validity needs no graph data: check against an empty fingerprint.
+      const dfgnn_fingerprint_t none{};
+      PassProblem problem;
+      problem.op = o;
+      problem.fingerprint = &none;
+      problem.max_vec = any_alignment(o);
+      problem.pass = direction == DFGNN_FORWARD ? PassKind::Forward : PassKind::BackwardRow;
+      require_valid(problem, s.row);
+      if (direction == DFGNN_BACKWARD) {
+        problem.pass = PassKind::BackwardCol;
+        require_valid(problem, s.col);
+      }
     }
     if (direction == DFGNN_FORWARD) {
       c.modules.cubin(pass_kernel_names(o, PassKind::Forward, s.row), arch);

@@ -37,7 +37,7 @@ std::vector<int32_t> threshold_candidates(const PassProblem& p) {
   std::set<int32_t> t;
   for (double q : {fp.p99, fp.p999, 8 * fp.mean_degree, 32 * fp.mean_degree, 256.0, 1024.0, 4096.0}) {
     const int32_t v = static_cast<int32_t>(std::ceil(q));
-    if (v >= 64 && v < fp.max_degree) t.insert(next_pow2(v));
+    if (v >= 64 && next_pow2(v) < fp.max_degree) t.insert(next_pow2(v));
   }
   return {t.begin(), t.end()};
 }
@@ -320,8 +320,16 @@ const Solver* find_solver(SolverId id) {
 
 Schedule default_schedule(const PassProblem& problem) {
   const Solver* hub = find_solver(SolverId::HubSplit);
-  if (problem.fingerprint->max_degree > 2048 && hub->applicable(problem)) return hub->default_schedule(problem);
-  return find_solver(SolverId::Subwarp)->default_schedule(problem);
+  const Solver* chosen = problem.fingerprint->max_degree > 2048 && hub->applicable(problem)
+                             ? hub
+                             : find_solver(SolverId::Subwarp);
+  Schedule s = chosen->default_schedule(problem);
+  // Defaults are valid wherever the kernels can serve the problem at all; only sizes beyond the
+  // register budget (very large D) have no schedule.
+  if (const std::string reason = chosen->invalid_reason(problem, s); !reason.empty())
+    fail(DFGNN_STATUS_NOT_SUPPORTED, "no schedule serves {} with D = {}: {}", model_name(problem.op.model),
+         problem.op.dim, reason);
+  return s;
 }
 
 std::vector<Schedule> enumerate_schedules(const PassProblem& problem) {
