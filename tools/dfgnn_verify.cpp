@@ -46,7 +46,7 @@ dfgnn_graph_t isolated_nodes_graph(dfgnn_context_t ctx) {
 }
 
 std::vector<NamedGraph> corpus(dfgnn_context_t ctx, const std::string& repo, const std::string& datasets, bool quick,
-                               bool tiny) {
+                               bool tiny, bool real) {
   std::vector<NamedGraph> graphs;
   dfgnn_graph_t g = nullptr;
   if (tiny) {  // for compute-sanitizer: small graphs on which every solver still applies
@@ -68,6 +68,7 @@ std::vector<NamedGraph> corpus(dfgnn_context_t ctx, const std::string& repo, con
   check(dfgnnGraphCreatePlantedHubs(ctx, 110000, 2, 1, 100000, 2, nullptr, &g), "hub");
   graphs.push_back({"hub-1e5", g, true});
   if (quick) return graphs;
+  if (real) graphs.clear();  // real graphs (and R-MAT) only
   check(dfgnnGraphCreateRmat(ctx, 15, 16 << 15, 0.57, 0.19, 0.19,
                              DFGNN_RMAT_DEDUPLICATE | DFGNN_RMAT_NO_SELF_LOOPS | DFGNN_RMAT_PERMUTE_IDS, 3, nullptr, &g),
         "rmat");
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
     ("datasets", po::value(&datasets), "directory of real datasets (pubmed, blogcatalog, snap-email-Enron, tu-PROTEINS)")
     ("quick", "small corpus and dims (for the GPU test label)")
     ("tiny", "two small graphs, float32 and bfloat16, two dims (for compute-sanitizer)")
+    ("real", "only R-MAT and the real graphs of --datasets (with their reduced dims)")
     ("all-schedules", "every candidate schedule (float32, H=4, D=64) instead of one per solver")
     ("report", po::value(&report), "write a Markdown report to this file")
     ("threads", po::value(&threads), "CPU threads for NVRTC and references");
@@ -121,16 +123,18 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "dfgnn-verify: {}\n", reason);
     return 3;
   }
-  const bool quick = vm.count("quick") > 0, all = vm.count("all-schedules") > 0, tiny = vm.count("tiny") > 0;
+  const bool quick = vm.count("quick") > 0, all = vm.count("all-schedules") > 0, tiny = vm.count("tiny") > 0,
+             real = vm.count("real") > 0;
   std::vector<NamedGraph> graphs;
   std::vector<Case> cases;
   try {
-    graphs = corpus(ctx, repo, datasets, quick, tiny);
+    graphs = corpus(ctx, repo, datasets, quick, tiny, real);
     const std::vector<std::pair<int, int>> dims_small = tiny ? std::vector<std::pair<int, int>>{{7, 3}, {64, 2}}
         : quick
         ? std::vector<std::pair<int, int>>{{7, 3}, {64, 4}, {128, 1}}
         : std::vector<std::pair<int, int>>{{1, 1}, {7, 3}, {32, 2}, {64, 4}, {128, 1}, {256, 2}, {16, 8}};
-    const std::vector<std::pair<int, int>> dims_large{{7, 3}, {64, 4}, {128, 1}};
+    const std::vector<std::pair<int, int>> dims_large = real ? std::vector<std::pair<int, int>>{{64, 4}, {128, 1}}
+                                                             : std::vector<std::pair<int, int>>{{7, 3}, {64, 4}, {128, 1}};
     for (const NamedGraph& g : graphs)
       for (int m = 0; m < 4; ++m)
         for (int t = 0; t < 3; ++t) {

@@ -2,10 +2,12 @@
 # Runs the GPU side of dfgnn on a machine with a CUDA device: builds, runs the GPU test label, the
 # differential verification, compute-sanitizer, and the benchmarks, writing logs and reports to
 # OUTDIR. Dev packages the machine lacks (sqlite3.h, Boost.Program_options, nlohmann-json,
-# xxhash, zlib headers) are taken from DEBS (.deb files fetched on a Debian machine with
-#   ../shared/tools/device-deps.sh .devdeps && (cd .devdeps && apt-get download nlohmann-json3-dev libxxhash-dev zlib1g-dev)
+# xxhash, zlib headers, Boost 1.74 headers to match the Program_options library) are taken from DEBS (.deb files fetched on a Debian machine with
+#   ../shared/tools/device-deps.sh .devdeps && (cd .devdeps && apt-get download nlohmann-json3-dev libxxhash-dev zlib1g-dev libboost1.74-dev)
 # ) and unpacked into a private prefix.
-# Usage: tools/gpu-check.sh OUTDIR [quick|full] [DEBS=.devdeps] [DATASETS=.bench-data]
+# Usage: tools/gpu-check.sh OUTDIR [quick|full|bench] [DEBS=.devdeps] [DATASETS=.bench-data]
+#   quick: tests + sanitizers; full: also the full verification sweep and benchmarks;
+#   bench: verification on R-MAT and real graphs, then benchmarks (no tests).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tools/gpu-check.sh OUTDIR [quick|full]}
@@ -23,9 +25,13 @@ export PATH=/usr/local/cuda/bin:$PATH
 step() { echo "=== $* ($(date +%T))"; }
 
 step configure
+# Link the machine's own shared zlib (the Debian package ships only a non-PIC static archive).
+zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -1)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF \
   -DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \
   -DSQLite3_LIBRARY=$prefix/usr/lib/x86_64-linux-gnu/libsqlite3.so \
+  -DZLIB_INCLUDE_DIR=$prefix/usr/include -DZLIB_LIBRARY=$zlib \
+  -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
   -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 step build
 cmake --build build-gpu -j "$(nproc)" --target dfgnn dfgnn_tests_gpu dfgnn-verify dfgnn-graph > "$out/build.log" 2>&1 \
@@ -33,6 +39,7 @@ cmake --build build-gpu -j "$(nproc)" --target dfgnn dfgnn_tests_gpu dfgnn-verif
 cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench >> "$out/build.log" 2>&1 || echo "dfgnn-bench did not build (see build.log)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
 
+if [ "$mode" != bench ]; then
 step "ctest -L gpu"
 ctest --test-dir build-gpu -L gpu -j 4 --output-on-failure --timeout 900 > "$out/ctest-gpu.log" 2>&1
 tail -5 "$out/ctest-gpu.log"; grep -E "Failed|\*\*\*" "$out/ctest-gpu.log" | head -20
@@ -44,14 +51,21 @@ for tool in memcheck racecheck; do
   echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-$tool.log" | tr '\n' ' ')"
 done
 
+fi
 if [ "$mode" = full ]; then
   step "dfgnn-verify full"
   build-gpu/tools/dfgnn-verify --repo . --datasets "$datasets" --all-schedules --threads 16 \
     --report "$out/verify.md" > "$out/verify.log" 2>&1
   tail -3 "$out/verify.log"
 fi
-if [ -x build-gpu/tools/dfgnn-bench ] && [ -f bench/run-benchmarks.sh ]; then
+if [ "$mode" = bench ]; then
+  step "dfgnn-verify on R-MAT and the real graphs"
+  build-gpu/tools/dfgnn-verify --repo . --datasets "$datasets" --real --threads 16 \
+    --report "$out/verify-real.md" > "$out/verify-real.log" 2>&1
+  tail -3 "$out/verify-real.log"
+fi
+if [ "$mode" != quick ] && [ -x build-gpu/tools/dfgnn-bench ]; then
   step benchmarks
-  bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" "$mode"
+  bash bench/run-benchmarks.sh build-gpu "$out" "$datasets"
 fi
 step done

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Benchmarks on a GPU machine (called by tools/gpu-check.sh): fused ops vs the memory floor and
+# the cuSPARSE baseline (dfgnn-bench), schedule sweeps that show the best schedule differs by
+# graph, and dfgnn vs PyG layers (bench/pyg_compare.py). Writes JSON/Markdown/logs to OUTDIR.
+# Usage: bench/run-benchmarks.sh BUILD_DIR OUTDIR DATASETS
+set -uo pipefail
+build=${1:?build dir}; out=${2:?out dir}; data=${3:-.bench-data}
+bench=$build/tools/dfgnn-bench
+common=(--warmup 10 --iters 50)
+step() { echo "=== $* ($(date +%T))"; }
+
+step "targets: R-MAT 2^20 (about 17M edges)"
+$bench --rmat 20 --model transformer --dtype float32,bfloat16 --heads 1 --dim 128 --direction both "${common[@]}" \
+  --json "$out/bench-rmat20-gt-h1.json" > "$out/bench-rmat20-gt-h1.txt" 2>&1; tail -12 "$out/bench-rmat20-gt-h1.txt"
+$bench --rmat 20 --model transformer --dtype float32 --heads 4 --dim 64 --direction both "${common[@]}" \
+  --json "$out/bench-rmat20-gt-h4.json" > "$out/bench-rmat20-gt-h4.txt" 2>&1; tail -8 "$out/bench-rmat20-gt-h4.txt"
+$bench --rmat 20 --model gat --dtype float32 --heads 1 --dim 128 --direction both "${common[@]}" \
+  --json "$out/bench-rmat20-gat.json" > "$out/bench-rmat20-gat.txt" 2>&1; tail -8 "$out/bench-rmat20-gat.txt"
+step "targets: hub-heavy real graphs"
+$bench --graph "$data/blogcatalog" --graph "$data/snap-email-Enron" --graph "$data/pubmed" --model transformer \
+  --dtype float32 --heads 1 --dim 128 --direction both "${common[@]}" --json "$out/bench-real-gt.json" \
+  > "$out/bench-real-gt.txt" 2>&1; tail -14 "$out/bench-real-gt.txt"
+step "schedule sweeps (forward and backward): best schedule per graph"
+$bench --hubs 200000,16,0,0 --graph "$data/blogcatalog" --graph "$data/tu-PROTEINS" --rmat 17 --model transformer \
+  --dtype float32 --heads 1 --dim 128 --direction forward --schedules all --no-baseline --warmup 5 --iters 20 \
+  --json "$out/bench-sweep-fwd.json" > "$out/bench-sweep-fwd.txt" 2>&1; grep -iE "best|fastest|default" "$out/bench-sweep-fwd.txt" | tail -12
+$bench --hubs 200000,16,0,0 --graph "$data/blogcatalog" --graph "$data/tu-PROTEINS" --rmat 17 --model transformer \
+  --dtype float32 --heads 1 --dim 128 --direction backward --schedules all --no-baseline --warmup 5 --iters 20 \
+  --json "$out/bench-sweep-bwd.json" > "$out/bench-sweep-bwd.txt" 2>&1; grep -iE "best|fastest|default" "$out/bench-sweep-bwd.txt" | tail -12
+step "PyG 2.8 comparison"
+PYTHONUNBUFFERED=1 python3 bench/pyg_compare.py --lib "$build/libdfgnn.so" --graphs data/cora "$data/pubmed" \
+  "$data/blogcatalog" --models gat gatv2 transformer agnn --dtypes float32 bfloat16 --heads 1 4 --dim 64 \
+  --out "$out/pyg.json" --markdown "$out/pyg.md" > "$out/pyg.log" 2>&1; tail -30 "$out/pyg.log"
