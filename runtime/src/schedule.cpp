@@ -13,6 +13,7 @@ namespace {
 
 constexpr int32_t kMaxRegistersPerLane = 64;  // channels a lane holds; beyond, kernels would spill
 constexpr int32_t kMaxTeamSharedBytes = 48 * 1024;
+constexpr int32_t kDefaultSplit = 256;  // default hub threshold and chunk (edges)
 
 int32_t next_pow2(int32_t x) {
   int32_t p = 1;
@@ -135,8 +136,8 @@ class HubSplitSolver final : public Solver {
   bool applicable(const PassProblem& p) const override { return max_degree(p) >= 128; }
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = base_schedule(p, id());
-    s.threshold = 1024;
-    s.chunk = 512;
+    s.threshold = kDefaultSplit;
+    s.chunk = kDefaultSplit;
     return s;
   }
   std::string invalid_reason(const PassProblem& p, const Schedule& s) const override {
@@ -320,9 +321,11 @@ const Solver* find_solver(SolverId id) {
 
 Schedule default_schedule(const PassProblem& problem) {
   const Solver* hub = find_solver(SolverId::HubSplit);
-  const Solver* chosen = problem.fingerprint->max_degree > 2048 && hub->applicable(problem)
-                             ? hub
-                             : find_solver(SolverId::Subwarp);
+  // A long row serialises one lane group while the rest of the GPU idles: split rows of 256 or
+  // more edges into 256-edge chunks (the best hub_split setting measured on blogcatalog and
+  // Enron; see bench/results).
+  const bool long_rows = problem.fingerprint->max_degree >= kDefaultSplit && hub->applicable(problem);
+  const Solver* chosen = long_rows ? hub : find_solver(SolverId::Subwarp);
   Schedule s = chosen->default_schedule(problem);
   // Defaults are valid wherever the kernels can serve the problem at all; only sizes beyond the
   // register budget (very large D) have no schedule.

@@ -76,8 +76,8 @@ class Solver {
 const std::vector<const Solver*>& all_solvers();
 const Solver* find_solver(SolverId id);  // null if unknown
 
-// Rule used without tuning: hub split where the traversed structure has long rows, else the
-// sub-warp mapping sized to D.
+// Rule used without tuning: hub split (rows of >= 256 edges cut into 256-edge chunks) where the
+// traversed structure has such rows, else the sub-warp mapping sized to D.
 Schedule default_schedule(const PassProblem& problem);
 // All valid schedules of all applicable solvers (the tuner's candidate list).
 std::vector<Schedule> enumerate_schedules(const PassProblem& problem);

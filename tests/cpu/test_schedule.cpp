@@ -398,19 +398,19 @@ TEST(Schedule, DefaultIsSubwarpSizedToD) {
   }
 }
 
-TEST(Schedule, DefaultSwitchesToHubSplitAboveDegree2048) {
+TEST(Schedule, DefaultSwitchesToHubSplitAtDegree256) {
   auto ctx = make_context();
   const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 128);
   const std::string subwarp = "subwarp:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0";
-  const std::string hub = "hub_split:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=1024,chunk=512";
+  const std::string hub = "hub_split:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=256,chunk=256";
   {
-    auto g = star_graph(ctx.get(), 2048);
-    EXPECT_EQ(fingerprint_of(g.get()).max_degree, 2048);
+    auto g = star_graph(ctx.get(), 255);
+    EXPECT_EQ(fingerprint_of(g.get()).max_degree, 255);
     EXPECT_EQ(get_schedule(ctx.get(), g.get(), op, DFGNN_FORWARD, nullptr).text, subwarp);
   }
   {
-    auto g = star_graph(ctx.get(), 2049);
-    EXPECT_EQ(fingerprint_of(g.get()).max_degree, 2049);
+    auto g = star_graph(ctx.get(), 256);
+    EXPECT_EQ(fingerprint_of(g.get()).max_degree, 256);
     EXPECT_EQ(get_schedule(ctx.get(), g.get(), op, DFGNN_FORWARD, nullptr).text, hub);
     // The column pass follows the CSC, whose out-degrees are at most 2: sub-warp there.
     EXPECT_EQ(max_out_degree(g.get()), 2);
@@ -430,7 +430,7 @@ TEST(Schedule, DefaultSwitchesToHubSplitAboveDegree2048) {
     auto g = star_graph(ctx.get(), 5000);
     const dfgnn_op_t small = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT16, 2, 16);
     EXPECT_EQ(get_schedule(ctx.get(), g.get(), small, DFGNN_FORWARD, nullptr).text,
-              "hub_split:lanes=4,groups=64,team=1,vec=8,mid=0,threshold=1024,chunk=512");
+              "hub_split:lanes=4,groups=64,team=1,vec=8,mid=0,threshold=256,chunk=256");
   }
 }
 
