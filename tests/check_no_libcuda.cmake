@@ -1,0 +1,11 @@
+# Fails if any of FILES records libcuda (the driver) as a needed library.
+foreach(file ${FILES})
+  execute_process(COMMAND readelf -d ${file} OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "readelf failed on ${file}")
+  endif()
+  if(dynamic MATCHES "NEEDED[^\n]*libcuda\\.so")
+    message(FATAL_ERROR "${file} links libcuda directly; dfgnn must load without a CUDA driver")
+  endif()
+  message(STATUS "${file}: no libcuda")
+endforeach()
