@@ -37,6 +37,8 @@ struct Params {
   const int4* segments;  // work list (node, begin, end, slot) or null: item = node, whole row
   const int4* hubs;      // merge list (node, first slot, slot count, -)
   int num_items;         // nodes, or entries of segments
+  int min_degree;        // whole-row launches: rows outside [min_degree, max_degree) are skipped
+  int max_degree;
   int num_hubs;
   int num_nodes;
   float slope;           // LeakyReLU negative slope

@@ -31,10 +31,10 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L) rows_kernel(const Params
   const unsigned mask = group_mask<L>();
   const long long item_head = static_cast<long long>(blockIdx.x) * TEAMS + team;
   const int item = static_cast<int>(item_head / G::H), head = static_cast<int>(item_head % G::H);
-  const bool active = item < p.num_items;
+  const bool in_range = item < p.num_items;
 
   int node = 0, begin = 0, end = 0, slot = -1;
-  if (active) {
+  if (in_range) {
     if (p.segments != nullptr) {
       const int4 s = p.segments[item];
       node = s.x, begin = s.y, end = s.z, slot = s.w;
@@ -42,6 +42,9 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L) rows_kernel(const Params
       node = item, begin = p.ptr[item], end = p.ptr[item + 1];
     }
   }
+  // Whole-row launches serve one degree bin; rows of other bins belong to other launches.
+  const bool in_bin = p.segments != nullptr || (end - begin >= p.min_degree && end - begin < p.max_degree);
+  const bool active = in_range && in_bin;
   typename Pass::Ctx ctx;
   typename Pass::State st;
   Pass::init(st);
@@ -156,6 +159,54 @@ __global__ void __launch_bounds__(256) reduce_nodes_stage2(const float* stage, i
     }
   }
   if (TOTAL && threadIdx.x == 0) result[0] = total;
+}
+
+}  // namespace dfgnn
+
+namespace dfgnn {
+
+// For the tuner's output checks (not an op: atomics are fine here): accumulates
+// sum((a - b)^2) into out[0] and sum(b^2) into out[1] over the finite entries of b; equal values
+// (including equal infinities, e.g. the lse of empty rows) match, any other NaN or inf in a or b
+// makes out[0] infinite.
+template <typename T>
+__global__ void __launch_bounds__(256) diff_norms(const void* a, const void* b, long long n, float* out) {
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  float diff = 0.f, ref = 0.f;
+  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x) {
+    const float u = to_float(x[i]), v = to_float(y[i]);
+    const bool finite = isfinite(u) && isfinite(v);
+    diff += u == v ? 0.f : finite ? (u - v) * (u - v) : __int_as_float(0x7f800000);
+    ref += isfinite(v) ? v * v : 0.f;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    diff += __shfl_xor_sync(0xffffffffu, diff, o);
+    ref += __shfl_xor_sync(0xffffffffu, ref, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&out[0], diff);
+    atomicAdd(&out[1], ref);
+  }
+}
+
+}  // namespace dfgnn
+
+namespace dfgnn {
+
+// Uniform values in [lo, hi) from a counter-based hash (splitmix64) of (seed, index): the tuner's
+// random inputs, generated on the device.
+template <typename T>
+__global__ void __launch_bounds__(256) fill_random(void* dst, long long n, unsigned long long seed, float lo, float hi) {
+  T* out = static_cast<T*>(dst);
+  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += 256LL * gridDim.x) {
+    unsigned long long z = seed + 0x9e3779b97f4a7c15ULL * static_cast<unsigned long long>(i + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+    out[i] = from_float<T>(lo + (hi - lo) * u);
+  }
 }
 
 }  // namespace dfgnn

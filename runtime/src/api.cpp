@@ -3,6 +3,8 @@
 
 #include "api_guard.hpp"
 #include "context.hpp"
+#include "dispatch.hpp"
+#include "handles.hpp"
 #include "fingerprint.hpp"
 #include "graph.hpp"
 #include "graph_io.hpp"
@@ -12,17 +14,14 @@
 #include "reference.hpp"
 
 #include <cmath>
+#include <filesystem>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 #include <cstring>
 #include <string>
 #include <vector>
 
-// Opaque handle types of the C API.
-struct dfgnn_context {
-  dfgnn::Context impl;
-};
-struct dfgnn_graph {
-  std::unique_ptr<dfgnn::Graph> impl;
-};
 
 namespace dfgnn {
 namespace {
@@ -38,8 +37,6 @@ T& out_param(T* p, const char* name) {
   if (p == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "{} (output) is null", name);
   return *p;
 }
-
-const Graph& graph_of(dfgnn_graph_t graph) { return *deref<dfgnn_graph>(graph, "graph").impl; }
 
 void publish(std::unique_ptr<Graph> impl, dfgnn_graph_t* graph) {
   *graph = new dfgnn_graph{std::move(impl)};
@@ -61,7 +58,8 @@ void check_memory(dfgnn_memory_t memory) {
          static_cast<int>(memory));
 }
 
-// Writes text to a caller buffer with the size-query protocol of the header.
+}  // namespace
+
 void write_text(const std::string& text, char* buffer, size_t capacity, size_t* length) {
   if (length != nullptr) *length = text.size();
   if (capacity == 0) return;
@@ -70,6 +68,10 @@ void write_text(const std::string& text, char* buffer, size_t capacity, size_t* 
   std::memcpy(buffer, text.data(), n);
   buffer[n] = '\0';
 }
+
+int32_t any_alignment(const dfgnn_op_t& op) { return static_cast<int32_t>(16 / dtype_size(op.dtype)); }
+
+namespace {
 
 const void* const* slots_of(const dfgnn_inputs_t& in) { return reinterpret_cast<const void* const*>(&in); }
 
@@ -347,23 +349,16 @@ LaunchArgs launch_args(const dfgnn_launch_t* launch) {
   return args;
 }
 
-const dfgnn_op_t& op_of(const dfgnn_op_t* op) {
-  if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
-  return *op;
-}
-
-// Largest vector width assumed when no pointers are known (sizes do not depend on it).
-int32_t any_alignment(const dfgnn_op_t& op) { return static_cast<int32_t>(16 / dtype_size(op.dtype)); }
 
 }  // namespace
 
 dfgnn_status_t dfgnnGetWorkspaceSize(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
                                      dfgnn_direction_t direction, const char* schedule, size_t* bytes) {
   return guard([&] {
-    deref<dfgnn_context>(ctx, "ctx");
+    Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
-    const OpSchedules s = choose_schedules(g, o, direction, schedule, any_alignment(o));
+    const OpSchedules s = choose_schedules(c, g, o, direction, schedule, any_alignment(o));
     out_param(bytes, "bytes") = workspace_size(g, o, direction, s);
   });
 }
@@ -399,10 +394,10 @@ dfgnn_status_t dfgnnGetSchedule(dfgnn_context_t ctx, dfgnn_graph_t graph, const 
                                 dfgnn_direction_t direction, const char* schedule, char* buffer, size_t capacity,
                                 size_t* length) {
   return guard([&] {
-    deref<dfgnn_context>(ctx, "ctx");
+    Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
-    const OpSchedules s = choose_schedules(g, o, direction, schedule, any_alignment(o));
+    const OpSchedules s = choose_schedules(c, g, o, direction, schedule, any_alignment(o));
     write_text(direction == DFGNN_FORWARD ? to_string(s.row) : to_string(s.row) + "|" + to_string(s.col), buffer,
                capacity, length);
   });
@@ -431,7 +426,7 @@ dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
     if (arch < 50 || arch > 200) fail(DFGNN_STATUS_INVALID_ARGUMENT, "arch {} is not a compute capability like 90", arch);
     OpSchedules s;
     if (graph != nullptr) {
-      s = choose_schedules(graph_of(graph), o, direction, schedule, any_alignment(o));
+      s = choose_schedules(c, graph_of(graph), o, direction, schedule, any_alignment(o));
     } else {
       if (schedule == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "dfgnnCompile needs a graph or a schedule");
       validate_op(o, 0);
@@ -462,6 +457,68 @@ dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
   });
 }
 
+dfgnn_status_t dfgnnSetTuneMode(dfgnn_context_t ctx, dfgnn_tune_mode_t mode) {
+  return guard([&] {
+    Context& c = context_of(ctx);
+    if (mode != DFGNN_TUNE_OFF && mode != DFGNN_TUNE_ON_MISS)
+      fail(DFGNN_STATUS_INVALID_ARGUMENT, "tune mode {} is neither DFGNN_TUNE_OFF nor DFGNN_TUNE_ON_MISS", static_cast<int>(mode));
+    c.dispatcher.set_mode(mode == DFGNN_TUNE_ON_MISS ? TuneMode::OnMiss : TuneMode::Off);
+  });
+}
+
+dfgnn_status_t dfgnnSetDatabase(dfgnn_context_t ctx, const char* user_path, const char* site_paths) {
+  return guard([&] {
+    Context& c = context_of(ctx);
+    std::optional<std::filesystem::path> user;
+    if (user_path != nullptr) user = std::filesystem::path(user_path);
+    std::optional<std::vector<std::filesystem::path>> sites;
+    if (site_paths != nullptr) {
+      sites.emplace();
+      std::string rest(site_paths);
+      for (size_t pos = 0; pos <= rest.size();) {
+        const size_t colon = std::min(rest.find(':', pos), rest.size());
+        if (colon > pos) sites->emplace_back(rest.substr(pos, colon - pos));
+        pos = colon + 1;
+      }
+    }
+    c.dispatcher.set_database(std::move(user), std::move(sites));
+  });
+}
+
+dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                            dfgnn_direction_t direction, char* buffer, size_t capacity, size_t* length) {
+  return guard([&] {
+    Context& c = context_of(ctx);
+    const Graph& g = graph_of(graph);
+    const dfgnn_op_t& o = op_of(op);
+    choose_schedules(c, g, o, direction, nullptr, any_alignment(o));  // validates, fills the cache
+    std::vector<PassKind> passes{PassKind::Forward};
+    if (direction == DFGNN_BACKWARD) passes = {PassKind::BackwardRow, PassKind::BackwardCol};
+    nlohmann::ordered_json report = nlohmann::ordered_json::array();
+    for (PassKind pass : passes) {
+      const Decision d = c.dispatcher.decide(c, g, o, pass, any_alignment(o));
+      nlohmann::ordered_json j;
+      j["pass"] = pass_name(pass);
+      j["level"] = level_name(d.level);
+      if (d.level == DispatchLevel::Cache) j["origin"] = level_name(d.origin);
+      j["schedule"] = to_string(d.schedule);
+      if (d.origin == DispatchLevel::Nearest) j["distance"] = d.distance;
+      if (d.row) {
+        j["median_ms"] = d.row->stats.median_ms;
+        j["samples"] = d.row->stats.count;
+        j["default_schedule"] = d.row->default_schedule;
+        j["default_median_ms"] = d.row->default_median_ms;
+        j["runner_up"] = d.row->runner_up_schedule;
+        j["runner_up_median_ms"] = d.row->runner_up_median_ms;
+        j["tuned_on"] = d.row->host;
+        j["source"] = d.row->source;
+      }
+      report.push_back(std::move(j));
+    }
+    write_text(report.dump(), buffer, capacity, length);
+  });
+}
+
 dfgnn_status_t dfgnnGetCacheCounters(dfgnn_context_t ctx, uint64_t* compiles, uint64_t* hits, uint64_t* loads) {
   return guard([&] {
     const CacheCounters k = deref<dfgnn_context>(ctx, "ctx").impl.modules.counters();
@@ -469,6 +526,10 @@ dfgnn_status_t dfgnnGetCacheCounters(dfgnn_context_t ctx, uint64_t* compiles, ui
     if (hits != nullptr) *hits = k.hits;
     if (loads != nullptr) *loads = k.loads;
   });
+}
+
+dfgnn_status_t dfgnnGetModulesFromDatabase(dfgnn_context_t ctx, uint64_t* count) {
+  return guard([&] { out_param(count, "count") = context_of(ctx).modules.counters().stored; });
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 #include "context.hpp"
 
 #include "cuda.hpp"
+#include "logging.hpp"
 
 namespace dfgnn {
 
@@ -15,6 +16,41 @@ int Context::current_arch() {
   cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
   cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
   return arch_by_device_[device] = major * 10 + minor;
+}
+
+std::optional<Cubin> DatabaseModuleStore::load(const std::string& key, int arch) {
+  try {
+    db::LayeredDb* layers = dispatcher_.database();
+    if (layers == nullptr) return std::nullopt;
+    auto record = layers->get_module(key, kernel_source_hash(), nvrtc_version(), arch);
+    if (!record) return std::nullopt;
+    Cubin cubin;
+    cubin.image = std::move(record->image);
+    cubin.names = std::move(record->names);
+    cubin.lowered = std::move(record->lowered);
+    return cubin;
+  } catch (const std::exception& e) {
+    log().warn("compiled module {} not read from the tuning database: {}", key, e.what());
+    return std::nullopt;
+  }
+}
+
+void DatabaseModuleStore::save(const std::string& key, int arch, const Cubin& cubin) {
+  try {
+    db::LayeredDb* layers = dispatcher_.database();
+    if (layers == nullptr || layers->user() == nullptr) return;
+    db::ModuleRecord record;
+    record.key = key;
+    record.image = cubin.image;
+    record.names = cubin.names;
+    record.lowered = cubin.lowered;
+    record.arch = arch;
+    record.nvrtc_version = nvrtc_version();
+    record.template_hash = kernel_source_hash();
+    layers->put_module(record);
+  } catch (const std::exception& e) {
+    log().warn("compiled module {} not stored in the tuning database: {}", key, e.what());
+  }
 }
 
 }  // namespace dfgnn

@@ -1,6 +1,7 @@
 // Context internals: the compiled-module cache and per-device facts shared by all ops.
 #pragma once
 
+#include "dispatch.hpp"
 #include "nvrtc.hpp"
 
 #include <mutex>
@@ -8,7 +9,24 @@
 
 namespace dfgnn {
 
+// Keeps compiled cubins in the dispatcher's tuning database (user layer written, all read).
+class DatabaseModuleStore final : public ModuleStore {
+ public:
+  explicit DatabaseModuleStore(Dispatcher& dispatcher) : dispatcher_(dispatcher) {}
+  std::optional<Cubin> load(const std::string& key, int arch) override;
+  void save(const std::string& key, int arch, const Cubin& cubin) override;
+
+ private:
+  Dispatcher& dispatcher_;
+};
+
 struct Context {
+  Context() { modules.set_store(&module_store); }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Dispatcher dispatcher;
+  DatabaseModuleStore module_store{dispatcher};
   ModuleCache modules;
 
   // Compute capability of the current device as major*10 + minor (90 on H100/H200); cached.

@@ -4,6 +4,7 @@
 #include "fingerprint.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 namespace dfgnn {
@@ -109,6 +110,11 @@ Compressed build_csr(int32_t num_nodes, const std::vector<Edge>& edges, const df
   return csr;
 }
 
+uint64_t next_graph_id() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
 }  // namespace
 
 Compressed transpose(const Compressed& csr) {
@@ -130,7 +136,7 @@ Compressed transpose(const Compressed& csr) {
   return t;
 }
 
-Graph::Graph(Compressed csr) : csr_(std::move(csr)), csc_(transpose(csr_)) {}
+Graph::Graph(Compressed csr) : id_(next_graph_id()), csr_(std::move(csr)), csc_(transpose(csr_)) {}
 
 void Graph::check_csr_shape(int64_t num_nodes, int64_t nnz, const void* row_ptr, const void* col_idx,
                             dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options) {

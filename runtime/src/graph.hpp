@@ -53,6 +53,8 @@ class Graph {
   static std::unique_ptr<Graph> from_coo(int64_t num_nodes, int64_t num_edges, const void* edge_index,
                                          dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options);
 
+  // Unique for the life of the process (never reused), for caches keyed by graph.
+  uint64_t id() const { return id_; }
   int32_t num_nodes() const { return csr_.num_rows; }
   int64_t num_edges() const { return csr_.nnz(); }
   const Compressed& csr() const { return csr_; }
@@ -72,6 +74,7 @@ class Graph {
 
  private:
   explicit Graph(Compressed csr);
+  uint64_t id_;
   Compressed csr_;
   Compressed csc_;
   mutable std::once_flag fingerprint_once_, csc_fingerprint_once_;

@@ -124,9 +124,24 @@ std::shared_ptr<const Cubin> ModuleCache::cubin(const std::vector<std::string>& 
       return it->second;
     }
   }
-  // Compiled outside the lock so independent compiles run in parallel; a rare duplicate compile
-  // of the same key just loses the race below.
+  // The persistent store, then NVRTC, both outside the lock so independent modules proceed in
+  // parallel; a rare duplicate of the same key just loses the race below.
+  ModuleStore* store = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    store = store_;
+  }
+  const std::string content_key = hex64(XXH64(k.data(), k.size(), 0));
+  if (store != nullptr) {
+    if (std::optional<Cubin> found = store->load(content_key, arch); found && found->names == names) {
+      auto cached = std::make_shared<const Cubin>(std::move(*found));
+      std::lock_guard lock(mutex_);
+      ++counters_.stored;
+      return cubins_.emplace(k, std::move(cached)).first->second;
+    }
+  }
   auto compiled = std::make_shared<const Cubin>(compile(names, arch));
+  if (store != nullptr) store->save(content_key, arch, *compiled);
   std::lock_guard lock(mutex_);
   ++counters_.compiles;
   return cubins_.emplace(k, std::move(compiled)).first->second;
@@ -147,6 +162,11 @@ std::shared_ptr<const LoadedModule> ModuleCache::loaded(const std::vector<std::s
   std::lock_guard lock(mutex_);
   ++counters_.loads;
   return modules_.emplace(k, std::move(module)).first->second;
+}
+
+void ModuleCache::set_store(ModuleStore* store) {
+  std::lock_guard lock(mutex_);
+  store_ = store;
 }
 
 CacheCounters ModuleCache::counters() const {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -49,9 +50,19 @@ class LoadedModule {
 };
 
 struct CacheCounters {
-  uint64_t compiles = 0;
-  uint64_t hits = 0;
-  uint64_t loads = 0;
+  uint64_t compiles = 0;  // NVRTC runs
+  uint64_t hits = 0;      // answered from memory
+  uint64_t loads = 0;     // modules loaded on a GPU
+  uint64_t stored = 0;    // cubins taken from the persistent store (no compile)
+};
+
+// A persistent home for compiled cubins (the tuning database), keyed by a content hash of
+// everything that changes the binary. Implementations must not throw.
+class ModuleStore {
+ public:
+  virtual ~ModuleStore() = default;
+  virtual std::optional<Cubin> load(const std::string& key, int arch) = 0;
+  virtual void save(const std::string& key, int arch, const Cubin& cubin) = 0;
 };
 
 // Thread-safe cache of compiled (and, on a GPU, loaded) modules, keyed by source hash, NVRTC
@@ -61,9 +72,12 @@ class ModuleCache {
   std::shared_ptr<const Cubin> cubin(const std::vector<std::string>& names, int arch);
   std::shared_ptr<const LoadedModule> loaded(const std::vector<std::string>& names, int arch);
   CacheCounters counters() const;
+  // Consulted before compiling and fed after; may be null. Not owned.
+  void set_store(ModuleStore* store);
 
  private:
   static std::string key(const std::vector<std::string>& names, int arch);
+  ModuleStore* store_ = nullptr;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const Cubin>> cubins_;
   std::unordered_map<std::string, std::shared_ptr<const LoadedModule>> modules_;

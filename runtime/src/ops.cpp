@@ -65,14 +65,15 @@ std::string merge_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32
   return fmt::format("&dfgnn::merge_kernel<{},{}>", pass_of(op, pass, lanes, vec), 256 / lanes);
 }
 
-// Rows-kernel shape for a plan part: the small bin of a hybrid keeps the schedule's groups, its
-// warp bin uses 8 whole warps.
+// Rows-kernel shape for a plan part, from the schedule (plans are shared by schedules that differ
+// only in lanes, groups or vec): a hybrid's warp bins (marked 32 lanes in the plan; a hybrid's
+// own lanes are fewer) use 8 whole warps, everything else the schedule's groups of its lanes.
 struct PartShape {
-  int32_t kernel_index, groups, team;
+  int32_t kernel_index, lanes, groups, team;
 };
 PartShape part_shape(const Schedule& s, const HostPlan::Part& part) {
-  if (s.solver == SolverId::Hybrid && part.lanes == 32) return {1, kMergeGroups, 1};
-  return {0, s.groups, s.team};
+  if (s.solver == SolverId::Hybrid && part.lanes == 32) return {1, 32, kMergeGroups, 1};
+  return {0, s.lanes, s.groups, s.team};
 }
 
 // Largest vector width (in elements) every feature pointer's alignment allows.
@@ -165,10 +166,12 @@ void run_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass,
     const PartShape shape = part_shape(s, part);
     p.segments = part.whole_rows ? nullptr : device.parts[k].as<const int4>();
     p.num_items = part.whole_rows ? g.num_nodes() : static_cast<int>(part.segments.size());
+    p.min_degree = part.min_degree;
+    p.max_degree = part.max_degree;
     const int64_t teams = shape.groups / shape.team;
     void* args[] = {&p};
     launch_kernel(module->kernel(shape.kernel_index), blocks_for(int64_t{p.num_items} * op.heads, teams),
-                  shape.groups * part.lanes, shape.team > 1 ? shape.groups * smem_per_group : 0, stream, args,
+                  shape.groups * shape.lanes, shape.team > 1 ? shape.groups * smem_per_group : 0, stream, args,
                   "rows kernel launch");
   }
   if (!plan->host().hubs.empty()) {
@@ -204,7 +207,7 @@ PassProblem pass_problem(const Graph& graph, const dfgnn_op_t& op, PassKind pass
   return p;
 }
 
-OpSchedules choose_schedules(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
+OpSchedules choose_schedules(Context& ctx, const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
                              const char* forced, int32_t max_vec) {
   check_gpu_op(graph, &op);
   if (direction != DFGNN_FORWARD && direction != DFGNN_BACKWARD)
@@ -214,8 +217,8 @@ OpSchedules choose_schedules(const Graph& graph, const dfgnn_op_t& op, dfgnn_dir
   const PassProblem col = pass_problem(graph, op, PassKind::BackwardCol, max_vec);
   OpSchedules s;
   if (forced == nullptr || *forced == '\0') {
-    s.row = default_schedule(row);
-    s.col = default_schedule(col);
+    s.row = ctx.dispatcher.decide(ctx, graph, op, first, max_vec).schedule;
+    if (direction == DFGNN_BACKWARD) s.col = ctx.dispatcher.decide(ctx, graph, op, PassKind::BackwardCol, max_vec).schedule;
     return s;
   }
   const std::string text(forced);
@@ -278,7 +281,7 @@ void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inp
   require_device("dfgnnForward");
   if (out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
   const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out});
-  const OpSchedules s = choose_schedules(g, op, DFGNN_FORWARD, launch.schedule, max_vec);
+  const OpSchedules s = choose_schedules(ctx, g, op, DFGNN_FORWARD, launch.schedule, max_vec);
   Carver carver(launch.workspace);
   float* partials = carve_forward(carver, g, op, s);
   check_workspace(launch, carver.used());
@@ -307,7 +310,7 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
          out == nullptr ? "out" : lse == nullptr ? "lse" : "grad_out");
   const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out, grad_out, grads.h, grads.h_dst,
                                              grads.q, grads.k, grads.v});
-  const OpSchedules s = choose_schedules(g, op, DFGNN_BACKWARD, launch.schedule, max_vec);
+  const OpSchedules s = choose_schedules(ctx, g, op, DFGNN_BACKWARD, launch.schedule, max_vec);
   Carver carver(launch.workspace);
   const BackwardScratch w = carve_backward(carver, g, op, s);
   check_workspace(launch, carver.used());

@@ -33,7 +33,7 @@ struct OpSchedules {
 
 // Schedules that would run (forced text validated, else the default rule). max_vec as allowed by
 // the data's alignment (16 bytes / dtype size when unknown).
-OpSchedules choose_schedules(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
+OpSchedules choose_schedules(Context& ctx, const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
                              const char* forced, int32_t max_vec);
 PassProblem pass_problem(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 

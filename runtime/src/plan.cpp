@@ -20,34 +20,30 @@ void split_row(int32_t node, int32_t begin, int32_t end, int32_t chunk, HostPlan
 
 HostPlan make_plan(const Compressed& c, const Schedule& s) {
   HostPlan plan;
+  using Part = HostPlan::Part;
   switch (s.solver) {
     case SolverId::Subwarp:
     case SolverId::BlockRow:
-      plan.parts.push_back({s.lanes, true, {}});
+      plan.parts.push_back(Part{s.lanes, true, 0, HostPlan::kNoLimit, {}});
       break;
     case SolverId::HubSplit: {
-      // Chunks of hub rows first (longest work first), then the other rows whole.
-      HostPlan::Part part{s.lanes, false, {}};
+      // Chunks of hub rows first (the longest work starts first), then the other rows whole.
+      Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
       for (int32_t i = 0; i < c.num_rows; ++i)
-        if (c.degree(i) >= s.threshold) split_row(i, c.ptr[i], c.ptr[i + 1], s.chunk, plan, part);
-      for (int32_t i = 0; i < c.num_rows; ++i)
-        if (c.degree(i) < s.threshold) part.segments.push_back({i, c.ptr[i], c.ptr[i + 1], -1});
-      plan.parts.push_back(std::move(part));
+        if (c.degree(i) >= s.threshold) split_row(i, c.ptr[i], c.ptr[i + 1], s.chunk, plan, chunks);
+      if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
+      plan.parts.push_back(Part{s.lanes, true, 0, s.threshold, {}});
       break;
     }
     case SolverId::Hybrid: {
-      // Bin rows by degree: [0, mid) to small groups, [mid, threshold) to whole warps, and
-      // [threshold, inf) split into chunks, also on whole warps.
-      HostPlan::Part small{s.lanes, false, {}}, warp{32, false, {}};
+      // Degree bins: [threshold, inf) split into chunks on whole warps, [mid, threshold) whole
+      // warps per row, [0, mid) small groups.
+      Part chunks{32, false, 0, HostPlan::kNoLimit, {}};
       for (int32_t i = 0; i < c.num_rows; ++i)
-        if (c.degree(i) >= s.threshold) split_row(i, c.ptr[i], c.ptr[i + 1], s.chunk, plan, warp);
-      for (int32_t i = 0; i < c.num_rows; ++i) {
-        const int32_t d = c.degree(i);
-        if (d < s.mid) small.segments.push_back({i, c.ptr[i], c.ptr[i + 1], -1});
-        else if (d < s.threshold) warp.segments.push_back({i, c.ptr[i], c.ptr[i + 1], -1});
-      }
-      if (!small.segments.empty()) plan.parts.push_back(std::move(small));
-      if (!warp.segments.empty()) plan.parts.push_back(std::move(warp));
+        if (c.degree(i) >= s.threshold) split_row(i, c.ptr[i], c.ptr[i + 1], s.chunk, plan, chunks);
+      if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
+      plan.parts.push_back(Part{32, true, s.mid, s.threshold, {}});
+      plan.parts.push_back(Part{s.lanes, true, 0, s.mid, {}});
       break;
     }
   }
@@ -65,9 +61,9 @@ const Plan::Device& Plan::device() const {
 
 std::shared_ptr<const Plan> get_plan(const Graph& graph, PassKind pass, const Schedule& s) {
   const bool csc = pass == PassKind::BackwardCol;
-  // Only the work-list fields shape a plan; lanes of the small bin are recorded in it too.
-  const std::string key = fmt::format("{}:{}:{}:{}:{}:{}", csc ? "csc" : "csr", static_cast<int>(s.solver), s.lanes,
-                                      s.mid, s.threshold, s.chunk);
+  // Only the work-list fields shape a plan (lanes of a part follow from the schedule).
+  const std::string key =
+      fmt::format("{}:{}:{}:{}:{}", csc ? "csc" : "csr", static_cast<int>(s.solver), s.mid, s.threshold, s.chunk);
   return graph.plan(key, [&] { return std::make_shared<const Plan>(make_plan(csc ? graph.csc() : graph.csr(), s)); });
 }
 

@@ -21,13 +21,17 @@ class Graph;
 using Segment = std::array<int32_t, 4>;
 
 struct HostPlan {
-  // One rows_kernel launch: lane groups of `lanes` lanes over `segments` (or over all rows when
-  // whole_rows is set: no list needed).
+  // One rows_kernel launch: lane groups of `lanes` lanes either over `segments` (chunks of split
+  // rows), or, with whole_rows, over every row whose degree lies in [min_degree, max_degree)
+  // (no list: groups of other rows exit at once), so a plan stores only its chunks.
   struct Part {
     int32_t lanes = 32;
     bool whole_rows = false;
+    int32_t min_degree = 0;
+    int32_t max_degree = kNoLimit;
     std::vector<Segment> segments;
   };
+  static constexpr int32_t kNoLimit = 0x7fffffff;
   std::vector<Part> parts;
   std::vector<Segment> hubs;  // split rows to merge
   int32_t num_slots = 0;      // partial states per head

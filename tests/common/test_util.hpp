@@ -31,9 +31,12 @@ struct GraphDeleter {
 using ContextPtr = std::unique_ptr<dfgnn_context, ContextDeleter>;
 using GraphPtr = std::unique_ptr<dfgnn_graph, GraphDeleter>;
 
+// A context without a tuning database, so tests never read or write the user's cache and compile
+// counters start from zero; database tests opt in with dfgnnSetDatabase.
 inline ContextPtr make_context() {
   dfgnn_context_t ctx = nullptr;
   EXPECT_EQ(dfgnnCreate(&ctx), DFGNN_STATUS_SUCCESS);
+  EXPECT_EQ(dfgnnSetDatabase(ctx, "", ""), DFGNN_STATUS_SUCCESS);
   return ContextPtr(ctx);
 }
 

@@ -342,9 +342,47 @@ DFGNN_API dfgnn_status_t dfgnnListSchedules(dfgnn_context_t ctx, dfgnn_graph_t g
 DFGNN_API dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
                                       dfgnn_direction_t direction, const char* schedule, int arch);
 
+/* ---------------------------------------------------------------- tuning and dispatch */
+
+/* Without a forced schedule, each pass of an op is dispatched in this order: the context's
+ * in-process cache, an exact hit in the tuning database (same GPU class, kernel source, op and
+ * graph fingerprint), the nearest tuned fingerprint of the same GPU class and op within a
+ * distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 1.0), tuning on a miss when enabled,
+ * and the solvers' default rule. */
+typedef enum dfgnn_tune_mode {
+  DFGNN_TUNE_OFF = 0,     /* never tune implicitly (default; env DFGNN_TUNE=off) */
+  DFGNN_TUNE_ON_MISS = 1  /* tune a pass when the database has no answer (env DFGNN_TUNE=on_miss) */
+} dfgnn_tune_mode_t;
+DFGNN_API dfgnn_status_t dfgnnSetTuneMode(dfgnn_context_t ctx, dfgnn_tune_mode_t mode);
+
+/* Tuning database layers. user_path: the writable database (null: $DFGNN_CACHE_DIR/tuning.db,
+ * else $XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db; "": none). site_paths:
+ * read-only databases, ':'-separated, highest priority first (null: $DFGNN_SITE_DB; "": none).
+ * Reads layer user over sites; writes go to the user database. An unusable file is logged and
+ * skipped: dispatch falls back to the default rule. */
+DFGNN_API dfgnn_status_t dfgnnSetDatabase(dfgnn_context_t ctx, const char* user_path, const char* site_paths);
+
+/* Tunes an op direction on this graph (forward: one pass; backward: the row pass, then the
+ * column pass), within budget_seconds, stores the winners in the user database and makes the
+ * context dispatch them. report (JSON array, one object per pass: winner, default, speedup,
+ * runner-up, counts, reason) uses the buffer protocol of dfgnnFingerprintSerialize; report may be
+ * null with capacity 0. Needs a GPU. */
+DFGNN_API dfgnn_status_t dfgnnTune(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                   dfgnn_direction_t direction, double budget_seconds, char* report,
+                                   size_t capacity, size_t* length);
+
+/* How dispatch answers for an op direction (JSON array, one object per pass): the level
+ * ("cache", "exact", "nearest", "tuned", "default"; for "cache" also "origin"), the schedule,
+ * the fingerprint distance for "nearest", and the database row's statistics and source. Same
+ * buffer protocol as dfgnnFingerprintSerialize. */
+DFGNN_API dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
+                                      dfgnn_direction_t direction, char* buffer, size_t capacity, size_t* length);
+
 /* Module cache counters of the context: NVRTC compiles, cache hits, modules loaded on a GPU. */
 DFGNN_API dfgnn_status_t dfgnnGetCacheCounters(dfgnn_context_t ctx, uint64_t* compiles, uint64_t* hits,
                                                uint64_t* loads);
+/* Compiled modules this context took from the tuning database instead of compiling them. */
+DFGNN_API dfgnn_status_t dfgnnGetModulesFromDatabase(dfgnn_context_t ctx, uint64_t* count);
 
 #ifdef __cplusplus
 } /* extern "C" */

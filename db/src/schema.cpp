@@ -1,0 +1,171 @@
+#include "schema.hpp"
+
+#include "error.hpp"
+
+namespace dfgnn::db::detail {
+
+namespace {
+
+// Schema version 1. Problem key columns of `results` mirror TuningResult; the winner columns are
+// derived from the runs (recomputed on every write), so they may be NULL (no eligible candidate).
+void create_v1(Connection& conn) {
+  conn.exec(R"sql(
+CREATE TABLE environments (
+  id INTEGER PRIMARY KEY,
+  env_class TEXT NOT NULL,
+  gpu_name TEXT NOT NULL,
+  compute_capability INTEGER NOT NULL,
+  sm_count INTEGER NOT NULL,
+  driver_version INTEGER NOT NULL,
+  nvrtc_version INTEGER NOT NULL,
+  library_version TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  UNIQUE (gpu_name, compute_capability, sm_count, driver_version, nvrtc_version, library_version, template_hash)
+);
+CREATE TABLE fingerprints (
+  id INTEGER PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  bucket_key TEXT NOT NULL,
+  text TEXT NOT NULL
+);
+CREATE TABLE results (
+  id INTEGER PRIMARY KEY,
+  env_class TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  library_version TEXT NOT NULL,
+  model INTEGER NOT NULL,
+  dtype INTEGER NOT NULL,
+  heads INTEGER NOT NULL,
+  dim INTEGER NOT NULL,
+  direction INTEGER NOT NULL,
+  variant INTEGER NOT NULL,
+  fingerprint_id INTEGER NOT NULL REFERENCES fingerprints(id),
+  solver_id INTEGER,
+  schedule TEXT,
+  count INTEGER,
+  median_ms REAL,
+  mean_ms REAL,
+  variance REAL,
+  min_ms REAL,
+  default_schedule TEXT,
+  default_median_ms REAL,
+  runner_up_schedule TEXT,
+  runner_up_median_ms REAL,
+  runs INTEGER NOT NULL DEFAULT 0,
+  host TEXT NOT NULL DEFAULT '',
+  unix_time INTEGER NOT NULL DEFAULT 0,
+  tool_version TEXT NOT NULL DEFAULT '',
+  environment_id INTEGER REFERENCES environments(id),
+  UNIQUE (env_class, model, dtype, heads, dim, direction, variant, fingerprint_id, template_hash, library_version)
+);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  environment_id INTEGER NOT NULL REFERENCES environments(id),
+  default_schedule TEXT NOT NULL,
+  host TEXT NOT NULL,
+  unix_time INTEGER NOT NULL,
+  tool_version TEXT NOT NULL
+);
+CREATE INDEX runs_by_result ON runs(result_id);
+CREATE TABLE candidate_stats (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  schedule TEXT NOT NULL,
+  solver_id INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  mean_ms REAL NOT NULL,
+  m2 REAL NOT NULL,
+  min_ms REAL NOT NULL,
+  median_ms REAL NOT NULL,
+  PRIMARY KEY (run_id, schedule)
+) WITHOUT ROWID;
+CREATE TABLE modules (
+  key TEXT PRIMARY KEY,
+  image BLOB NOT NULL,
+  lowered_names TEXT NOT NULL,
+  arch INTEGER NOT NULL,
+  nvrtc_version INTEGER NOT NULL,
+  template_hash TEXT NOT NULL,
+  created INTEGER NOT NULL
+);
+)sql");
+}
+
+const char* const kTables[] = {"environments", "fingerprints", "results", "runs", "candidate_stats", "modules"};
+
+}  // namespace
+
+const std::vector<Migration>& builtin_migrations() {
+  static const std::vector<Migration> steps = {
+      {0, "create schema v1", &create_v1},
+      // {1, "v2: ...", &migrate_1_to_2},
+  };
+  return steps;
+}
+
+int target_version(const std::vector<Migration>& steps) { return steps.empty() ? 0 : steps.back().from + 1; }
+
+int read_user_version(Connection& conn) {
+  Query q(conn, "PRAGMA user_version");
+  return q.step() ? static_cast<int>(q.i64(0)) : 0;
+}
+
+int read_application_id(Connection& conn) {
+  Query q(conn, "PRAGMA application_id");
+  return q.step() ? static_cast<int>(q.i64(0)) : 0;
+}
+
+int64_t count_tables(Connection& conn) {
+  Query q(conn, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  return q.step() ? q.i64(0) : 0;
+}
+
+void check_version(Connection& conn, int version, int supported) {
+  const int app = read_application_id(conn);
+  if (app != 0 && app != kApplicationId)
+    throw_db(conn.path(), fmt::format("not a dfgnn tuning database (SQLite application id {:#x})", app));
+  if (version > supported)
+    throw_db(conn.path(), fmt::format("schema version {} is newer than this dfgnn supports ({})", version, supported));
+  if (version == 0 && count_tables(conn) > 0)
+    throw_db(conn.path(), "not a dfgnn tuning database (it has tables but no dfgnn schema version)");
+}
+
+int migrate(Connection& conn, const std::vector<Migration>& steps, int write_attempts) {
+  const int target = target_version(steps);
+  int reached = 0;
+  write_transaction(conn, write_attempts, [&] {
+    const int version = read_user_version(conn);
+    check_version(conn, version, target);
+    reached = version;
+    for (const Migration& step : steps) {
+      if (step.from < version) continue;
+      if (step.from != reached)
+        throw_db(conn.path(), fmt::format("no migration from schema version {}", reached));
+      try {
+        step.apply(conn);
+      } catch (const Error& e) {
+        throw Error(DFGNN_STATUS_DATABASE_ERROR,
+                    fmt::format("tuning database {}: migration \"{}\" (version {} -> {}) failed: {}", conn.path(),
+                                step.description, step.from, step.from + 1, e.what()));
+      }
+      reached = step.from + 1;
+    }
+    if (reached != version) {
+      // PRAGMA takes no bound parameters; the values are integers formatted here.
+      conn.exec(fmt::format("PRAGMA user_version = {}", reached).c_str());
+      conn.exec(fmt::format("PRAGMA application_id = {}", kApplicationId).c_str());
+    }
+  });
+  return reached;
+}
+
+void check_tables(Connection& conn) {
+  for (const char* table : kTables) {
+    Query q(conn, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+    q.bind(1, table);
+    if (!q.step()) throw_db(conn.path(), fmt::format("table \"{}\" is missing (damaged or foreign file)", table));
+  }
+}
+
+}  // namespace dfgnn::db::detail

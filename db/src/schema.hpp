@@ -1,0 +1,44 @@
+// Schema of the tuning database and its migrations. Internal to db/.
+//
+// PRAGMA user_version holds the schema version, PRAGMA application_id marks the file as dfgnn's.
+// A file is brought to the latest version by applying, in one write transaction, every step whose
+// `from` is >= the file's version, in order. Adding schema v2 = appending one Migration{1, ...}
+// to builtin_migrations() and raising kSchemaVersion.
+#pragma once
+
+#include "sqlite_util.hpp"
+
+#include <vector>
+
+namespace dfgnn::db::detail {
+
+// "dfgn" as a 32-bit big-endian integer.
+inline constexpr int32_t kApplicationId = 0x6466676E;
+
+struct Migration {
+  int from;                   // upgrades version `from` to `from + 1`
+  const char* description;
+  void (*apply)(Connection&);
+};
+
+// 0 -> 1 creates the tables (an empty file has version 0).
+const std::vector<Migration>& builtin_migrations();
+// The version reached by applying all of steps to an empty file.
+int target_version(const std::vector<Migration>& steps);
+
+int read_user_version(Connection& conn);
+int read_application_id(Connection& conn);
+// Number of tables in the file (0 for an empty / new file).
+int64_t count_tables(Connection& conn);
+
+// Refuses a file that is not dfgnn's (foreign application id, or tables without a version) or
+// whose version is newer than `supported` ("schema version N is newer than this dfgnn supports
+// (M)"). Throws DATABASE_ERROR naming the path.
+void check_version(Connection& conn, int version, int supported);
+// Applies the steps from the file's version to the last one in one BEGIN IMMEDIATE transaction
+// (re-reading the version inside it, so concurrent openers migrate once). Returns the version.
+int migrate(Connection& conn, const std::vector<Migration>& steps, int write_attempts);
+// Throws DATABASE_ERROR if a table of the current schema is missing.
+void check_tables(Connection& conn);
+
+}  // namespace dfgnn::db::detail

@@ -1,0 +1,1466 @@
+#include "tuning_db.hpp"
+
+#include "error.hpp"
+#include "schema.hpp"
+#include "sqlite_util.hpp"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace dfgnn::db {
+
+namespace fs = std::filesystem;
+using detail::Connection;
+using detail::Query;
+using detail::throw_db;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// ------------------------------------------------------------------ logging
+
+spdlog::logger* logger() { return detail::db_logger(); }
+
+template <typename... Args>
+void log_warn(fmt::format_string<Args...> format, Args&&... args) {
+  if (auto* l = logger()) l->warn(format, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void log_debug(fmt::format_string<Args...> format, Args&&... args) {
+  if (auto* l = logger()) l->debug(format, std::forward<Args>(args)...);
+}
+template <typename... Args>
+void log_info(fmt::format_string<Args...> format, Args&&... args) {
+  if (auto* l = logger()) l->info(format, std::forward<Args>(args)...);
+}
+
+// ------------------------------------------------------------------ small helpers
+
+std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+
+int64_t now_unix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof(buffer) - 1) != 0) return "unknown";
+  return buffer;
+}
+
+uint64_t splitmix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// 128 random bits (random_device mixed with time and pid, so forked children differ).
+std::string new_run_id() {
+  std::random_device rd;
+  uint64_t state = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  state ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  state ^= static_cast<uint64_t>(getpid()) << 40;
+  static thread_local uint64_t counter = 0;
+  state += ++counter * 0x2545f4914f6cdd1dULL;
+  const uint64_t a = splitmix(state) ^ ((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  const uint64_t b = splitmix(state);
+  return hex64(a) + hex64(b);
+}
+
+bool finite_nonneg(double x) { return std::isfinite(x) && x >= 0.0; }
+
+std::string op_text(const OpKey& op) {
+  return fmt::format("model={} dtype={} heads={} dim={} direction={} variant={}", op.model, op.dtype, op.heads, op.dim,
+                     op.direction, op.variant);
+}
+
+bool parse_fingerprint_text(const std::string& text, dfgnn_fingerprint_t& out, std::string& why) {
+  out = dfgnn_fingerprint_t{};
+  const dfgnn_status_t s = dfgnnFingerprintParse(text.c_str(), &out);
+  if (s != DFGNN_STATUS_SUCCESS) {
+    why = dfgnnGetLastErrorMessage();
+    return false;
+  }
+  return true;
+}
+
+// Checks a stored fingerprint: its text parses, serialises back to the same text, and hashes to
+// the stored hash. Returns "" or the problem.
+std::string check_fingerprint(const std::string& text, const std::string& hash, dfgnn_fingerprint_t& out) {
+  std::string why;
+  if (!parse_fingerprint_text(text, out, why)) return "fingerprint text does not parse: " + why;
+  std::string again;
+  try {
+    again = fingerprint_text(out);
+  } catch (const std::exception& e) {
+    return std::string("fingerprint does not serialise: ") + e.what();
+  }
+  if (again != text) return "fingerprint text is not in canonical form";
+  if (hex64(XXH64(text.data(), text.size(), 0)) != hash) return "fingerprint hash does not match its text";
+  return {};
+}
+
+std::string call_validator(const RowValidator& validator, const TuningResult& r) {
+  if (!validator) return {};
+  try {
+    return validator(r);
+  } catch (const std::exception& e) {
+    return std::string("validator threw: ") + e.what();
+  } catch (...) {
+    return "validator threw";
+  }
+}
+
+std::string check_stats(const ScheduleStats& s) {
+  if (s.count < 1) return fmt::format("statistics: count {} < 1", s.count);
+  if (!finite_nonneg(s.mean_ms) || !finite_nonneg(s.median_ms) || !finite_nonneg(s.min_ms) ||
+      !finite_nonneg(s.variance))
+    return fmt::format("statistics not finite and non-negative (mean {}, median {}, min {}, variance {})", s.mean_ms,
+                       s.median_ms, s.min_ms, s.variance);
+  return {};
+}
+
+std::string check_candidate(const CandidateStat& c) {
+  if (c.schedule.empty()) return "empty schedule text";
+  if (c.count < 1) return fmt::format("candidate {}: count {} < 1", c.schedule, c.count);
+  if (!finite_nonneg(c.mean_ms) || !finite_nonneg(c.m2) || !finite_nonneg(c.min_ms) || !finite_nonneg(c.median_ms))
+    return fmt::format("candidate {}: statistics not finite and non-negative (mean {}, m2 {}, min {}, median {})",
+                       c.schedule, c.mean_ms, c.m2, c.min_ms, c.median_ms);
+  return {};
+}
+
+std::string check_environment(const EnvironmentInfo& e) {
+  if (e.gpu_name.empty()) return "environment: empty gpu_name";
+  if (e.compute_capability <= 0 || e.sm_count <= 0)
+    return fmt::format("environment: compute capability {} / SM count {} not positive", e.compute_capability,
+                       e.sm_count);
+  if (e.library_version.empty() || e.template_hash.empty()) return "environment: empty library_version or template_hash";
+  return {};
+}
+
+// ------------------------------------------------------------------ file checks
+
+uint32_t be32(const unsigned char* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+// Cheap checks before SQLite touches the file: an existing file must start with SQLite's header
+// and not be shorter than the header says (a truncated copy), unless a WAL file may complete it.
+// Never modifies anything.
+void check_file(const fs::path& path, bool must_exist) {
+  const std::string p = path.string();
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) {
+    if (must_exist) throw_db(p, "file does not exist");
+    return;
+  }
+  if (!fs::is_regular_file(st)) throw_db(p, "not a regular file");
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) throw_db(p, "cannot read the file size: " + ec.message());
+  if (size == 0) return;  // an empty file is an empty database
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_db(p, fmt::format("cannot open the file for reading: {}", std::strerror(errno)));
+  std::array<unsigned char, 100> header{};
+  in.read(reinterpret_cast<char*>(header.data()), header.size());
+  if (in.gcount() < static_cast<std::streamsize>(header.size()) ||
+      std::memcmp(header.data(), "SQLite format 3", 16) != 0)
+    throw_db(p, fmt::format("not an SQLite database (bad file header: garbage or a truncated file of {} bytes); "
+                            "the file was left untouched",
+                            size));
+  uint32_t page_size = (uint32_t(header[16]) << 8) | header[17];
+  if (page_size == 1) page_size = 65536;
+  if (page_size < 512 || page_size > 65536 || (page_size & (page_size - 1)) != 0)
+    throw_db(p, fmt::format("corrupt SQLite header (page size {}); the file was left untouched", page_size));
+  const uint32_t change_counter = be32(&header[24]);
+  const uint32_t pages = be32(&header[28]);
+  const uint32_t valid_for = be32(&header[92]);
+  fs::path wal = path;
+  wal += "-wal";
+  const bool wal_has_frames = fs::exists(wal, ec) && fs::file_size(wal, ec) > 0 && !ec;
+  if (!wal_has_frames && valid_for == change_counter && pages > 0 &&
+      size < static_cast<uintmax_t>(pages) * page_size)
+    throw_db(p, fmt::format("truncated file: the header says {} pages of {} bytes but the file has {} bytes; the "
+                            "file was left untouched",
+                            pages, page_size, size));
+}
+
+sqlite3* open_handle(const std::string& name, int flags, const std::string& display) {
+  sqlite3* handle = nullptr;
+  const int rc = sqlite3_open_v2(name.c_str(), &handle, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = handle != nullptr ? sqlite3_errmsg(handle) : sqlite3_errstr(rc);
+    sqlite3_close_v2(handle);
+    throw_db(display, fmt::format("cannot open: {} (SQLite code {})", message, rc));
+  }
+  sqlite3_extended_result_codes(handle, 1);
+  return handle;
+}
+
+const std::vector<detail::Migration>& steps_of(const TuningDb::Options& options) {
+  return options.migrations != nullptr ? *options.migrations : detail::builtin_migrations();
+}
+
+// Reads the schema version and refuses foreign or newer files, from one consistent snapshot (another
+// process may be creating the schema at this moment). An unreadable file is reported as such.
+int read_checked_version(Connection& conn, int supported) {
+  int version = 0;
+  try {
+    detail::read_transaction(conn, [&] {
+      version = detail::read_user_version(conn);
+      detail::check_version(conn, version, supported);
+    });
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find("newer than") != std::string::npos || what.find("not a dfgnn") != std::string::npos) throw;
+    throw Error(DFGNN_STATUS_DATABASE_ERROR, what + " (unreadable database; the file was left untouched)");
+  }
+  return version;
+}
+
+// Switching a file to WAL needs an exclusive lock; while other processes create or open the same
+// file at the same moment SQLite may answer SQLITE_BUSY at once (without its busy handler, to avoid
+// deadlock), so retry with a growing pause up to the busy timeout.
+void set_wal(Connection& conn, int busy_timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(busy_timeout_ms, 100));
+  for (int attempt = 1;; ++attempt) {
+    sqlite3_stmt* raw = nullptr;
+    int rc = sqlite3_prepare_v2(conn.get(), "PRAGMA journal_mode = WAL", -1, &raw, nullptr);
+    std::string mode;
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_step(raw);
+      if (rc == SQLITE_ROW) {
+        const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, 0));
+        mode = t != nullptr ? t : "";
+        rc = SQLITE_OK;
+      }
+    }
+    sqlite3_finalize(raw);
+    if (rc == SQLITE_OK || rc == SQLITE_DONE) {
+      if (mode != "wal")
+        log_warn("tuning database {}: journal mode is \"{}\", not WAL (filesystem without shared memory?)",
+                 conn.path(), mode);
+      return;
+    }
+    if (detail::is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 20)));
+      continue;
+    }
+    conn.fail(rc, "setting WAL journal mode");
+  }
+}
+
+// ------------------------------------------------------------------ row decoding
+
+// Columns of a results row with its fingerprint and environment (LEFT JOINs so broken references
+// can be reported).
+#define DFGNN_RESULT_SELECT                                                                                   \
+  "SELECT r.id, r.env_class, r.template_hash, r.library_version, r.model, r.dtype, r.heads, r.dim, "          \
+  "r.direction, r.variant, f.hash, f.bucket_key, f.text, r.solver_id, r.schedule, r.count, r.median_ms, "     \
+  "r.mean_ms, r.variance, r.min_ms, r.default_schedule, r.default_median_ms, r.runner_up_schedule, "          \
+  "r.runner_up_median_ms, r.runs, r.host, r.unix_time, r.tool_version, r.environment_id, e.env_class, "       \
+  "e.gpu_name, e.compute_capability, e.sm_count, e.driver_version, e.nvrtc_version, e.library_version, "      \
+  "e.template_hash, e.id "                                                                                    \
+  "FROM results r LEFT JOIN fingerprints f ON f.id = r.fingerprint_id "                                       \
+  "LEFT JOIN environments e ON e.id = r.environment_id "
+
+// Decodes the current row of a DFGNN_RESULT_SELECT query and checks it; returns "" or the reason
+// it must not be used.
+std::string decode_result(const Query& q, const std::string& source, const RowValidator& validator,
+                          TuningResult& r) {
+  r = TuningResult{};
+  r.id = q.i64(0);
+  r.env_class = q.text(1);
+  r.template_hash = q.text(2);
+  r.library_version = q.text(3);
+  r.op = OpKey{static_cast<int32_t>(q.i64(4)), static_cast<int32_t>(q.i64(5)), static_cast<int32_t>(q.i64(6)),
+               static_cast<int32_t>(q.i64(7)), static_cast<int32_t>(q.i64(8)), static_cast<int32_t>(q.i64(9))};
+  r.fingerprint_hash = q.text(10);
+  r.bucket_key = q.text(11);
+  const bool has_fp = !q.is_null(12);
+  const std::string fp_text = q.text(12);
+  r.solver_id = static_cast<int32_t>(q.i64(13));
+  const bool has_schedule = !q.is_null(14);
+  r.schedule = q.text(14);
+  r.stats.count = q.i64(15);
+  r.stats.median_ms = q.f64(16);
+  r.stats.mean_ms = q.f64(17);
+  r.stats.variance = q.f64(18);
+  r.stats.min_ms = q.f64(19);
+  r.default_schedule = q.text(20);
+  r.default_median_ms = q.f64(21);
+  r.runner_up_schedule = q.text(22);
+  r.runner_up_median_ms = q.f64(23);
+  r.runs = q.i64(24);
+  r.host = q.text(25);
+  r.unix_time = q.i64(26);
+  r.tool_version = q.text(27);
+  r.environment_id = q.i64(28);
+  const bool has_env = !q.is_null(37);
+  const std::string env_row_class = q.text(29);
+  r.environment.gpu_name = q.text(30);
+  r.environment.compute_capability = static_cast<int32_t>(q.i64(31));
+  r.environment.sm_count = static_cast<int32_t>(q.i64(32));
+  r.environment.driver_version = static_cast<int32_t>(q.i64(33));
+  r.environment.nvrtc_version = static_cast<int32_t>(q.i64(34));
+  r.environment.library_version = q.text(35);
+  r.environment.template_hash = q.text(36);
+  r.source = source;
+
+  if (!has_fp) return "fingerprint row is missing";
+  if (std::string why = check_fingerprint(fp_text, r.fingerprint_hash, r.fingerprint); !why.empty()) return why;
+  if (!has_schedule || r.schedule.empty()) return "no eligible candidate (no winner)";
+  if (!has_env) return "environment row is missing";
+  const std::string computed = environment_class(r.environment);
+  if (computed != r.env_class || env_row_class != r.env_class)
+    return fmt::format("environment class mismatch: the row says \"{}\", its environment is \"{}\"", r.env_class,
+                       computed);
+  if (r.environment.template_hash != r.template_hash || r.environment.library_version != r.library_version)
+    return "build stamp of the row and of its environment differ";
+  if (r.op.heads < 1 || r.op.dim < 1) return fmt::format("op key out of range ({})", op_text(r.op));
+  if (r.runs < 1) return "no measurement runs";
+  if (std::string why = check_stats(r.stats); !why.empty()) return why;
+  if (std::string why = call_validator(validator, r); !why.empty()) return "rejected by validator: " + why;
+  return {};
+}
+
+std::string describe(const TuningResult& r) {
+  return fmt::format("[{} | {} | fingerprint {} | template {} | library {}]", r.env_class, op_text(r.op),
+                     r.fingerprint_hash, r.template_hash, r.library_version);
+}
+
+// Whether a row's build stamp / class answers a query for `current`.
+bool matches_current(const TuningResult& r, const std::string& current_class, const EnvironmentInfo& current) {
+  if (r.env_class != current_class) return false;
+  if (!current.template_hash.empty() && r.template_hash != current.template_hash) return false;
+  if (!current.library_version.empty() && r.library_version != current.library_version) return false;
+  return true;
+}
+
+// ------------------------------------------------------------------ pooling and the winner
+
+struct Pooled {
+  CandidateStat stat;
+  int64_t latest_time = std::numeric_limits<int64_t>::min();
+  std::string latest_uuid;
+};
+
+struct RunInfo {
+  std::string uuid;
+  int64_t unix_time = 0;
+  std::string host, tool_version, default_schedule;
+  int64_t environment_id = 0;
+};
+
+bool later(int64_t t1, const std::string& u1, int64_t t2, const std::string& u2) {
+  return t1 != t2 ? t1 > t2 : u1 > u2;
+}
+
+// Per schedule: statistics pooled over runs in run-id order (Chan et al.), min over runs, median
+// and solver id of the most recent run. Rows with broken statistics are skipped.
+std::vector<Pooled> pool_candidates(Connection& conn, int64_t result_id) {
+  std::vector<Pooled> out;
+  Query q(conn,
+          "SELECT cs.schedule, cs.solver_id, cs.count, cs.mean_ms, cs.m2, cs.min_ms, cs.median_ms, r.uuid, "
+          "r.unix_time FROM candidate_stats cs JOIN runs r ON r.id = cs.run_id WHERE r.result_id = ?1 "
+          "ORDER BY cs.schedule, r.uuid");
+  q.bind(1, result_id);
+  while (q.step()) {
+    CandidateStat c;
+    c.schedule = q.text(0);
+    c.solver_id = static_cast<int32_t>(q.i64(1));
+    c.count = q.i64(2);
+    c.mean_ms = q.f64(3);
+    c.m2 = q.f64(4);
+    c.min_ms = q.f64(5);
+    c.median_ms = q.f64(6);
+    const std::string uuid = q.text(7);
+    const int64_t time = q.i64(8);
+    if (!check_candidate(c).empty()) continue;
+    if (out.empty() || out.back().stat.schedule != c.schedule) {
+      Pooled p;
+      p.stat = c;
+      p.latest_time = time;
+      p.latest_uuid = uuid;
+      out.push_back(std::move(p));
+      continue;
+    }
+    Pooled& p = out.back();
+    CandidateStat& a = p.stat;
+    const double na = static_cast<double>(a.count), nb = static_cast<double>(c.count);
+    const double n = na + nb;
+    const double delta = c.mean_ms - a.mean_ms;
+    a.mean_ms += delta * nb / n;
+    a.m2 += c.m2 + delta * delta * na * nb / n;
+    a.count += c.count;
+    a.min_ms = std::min(a.min_ms, c.min_ms);
+    if (later(time, uuid, p.latest_time, p.latest_uuid)) {
+      p.latest_time = time;
+      p.latest_uuid = uuid;
+      a.median_ms = c.median_ms;
+      a.solver_id = c.solver_id;
+    }
+  }
+  return out;
+}
+
+std::vector<RunInfo> runs_of(Connection& conn, int64_t result_id) {
+  std::vector<RunInfo> out;
+  Query q(conn,
+          "SELECT uuid, unix_time, host, tool_version, default_schedule, environment_id FROM runs "
+          "WHERE result_id = ?1 ORDER BY uuid");
+  q.bind(1, result_id);
+  while (q.step()) out.push_back(RunInfo{q.text(0), q.i64(1), q.text(2), q.text(3), q.text(4), q.i64(5)});
+  return out;
+}
+
+ScheduleStats to_stats(const CandidateStat& c) {
+  return ScheduleStats{c.count, c.median_ms, c.mean_ms, c.variance(), c.min_ms};
+}
+
+struct Winner {
+  bool has_runs = false;
+  RunInfo latest;
+  int64_t runs = 0;
+  std::optional<CandidateStat> winner, runner_up;
+  double default_median_ms = kNaN;
+};
+
+// The problem key of a result row as a TuningResult (for the validator), or "" + reason.
+std::string result_key_view(Connection& conn, int64_t result_id, TuningResult& view) {
+  Query q(conn, DFGNN_RESULT_SELECT "WHERE r.id = ?1");
+  q.bind(1, result_id);
+  if (!q.step()) return "no such result";
+  decode_result(q, conn.path(), {}, view);
+  if (view.fingerprint.version == 0) return "fingerprint of the result does not parse";
+  return {};
+}
+
+Winner compute_winner(Connection& conn, int64_t result_id, const RowValidator& validator, const WinnerPolicy& policy) {
+  Winner w;
+  const std::vector<RunInfo> runs = runs_of(conn, result_id);
+  if (runs.empty()) return w;
+  w.has_runs = true;
+  w.runs = static_cast<int64_t>(runs.size());
+  w.latest = runs.front();
+  for (const RunInfo& r : runs)
+    if (later(r.unix_time, r.uuid, w.latest.unix_time, w.latest.uuid)) w.latest = r;
+
+  const std::vector<Pooled> pooled = pool_candidates(conn, result_id);
+  TuningResult view;
+  const bool have_view = result_key_view(conn, result_id, view).empty();
+  if (have_view) {
+    Query e(conn,
+            "SELECT gpu_name, compute_capability, sm_count, driver_version, nvrtc_version, library_version, "
+            "template_hash FROM environments WHERE id = ?1");
+    e.bind(1, w.latest.environment_id);
+    if (e.step())
+      view.environment = EnvironmentInfo{e.text(0), static_cast<int32_t>(e.i64(1)), static_cast<int32_t>(e.i64(2)),
+                                         static_cast<int32_t>(e.i64(3)), static_cast<int32_t>(e.i64(4)), e.text(5),
+                                         e.text(6)};
+    view.environment_id = w.latest.environment_id;
+    view.host = w.latest.host;
+    view.unix_time = w.latest.unix_time;
+    view.tool_version = w.latest.tool_version;
+    view.runs = w.runs;
+    view.default_schedule = w.latest.default_schedule;
+  }
+  std::vector<const CandidateStat*> eligible;
+  const CandidateStat* def = nullptr;
+  for (const Pooled& p : pooled) {
+    const CandidateStat& c = p.stat;
+    if (c.schedule == w.latest.default_schedule) w.default_median_ms = c.median_ms;
+    if (c.count < policy.min_count) continue;
+    if (validator) {
+      if (!have_view) continue;
+      view.solver_id = c.solver_id;
+      view.schedule = c.schedule;
+      view.stats = to_stats(c);
+      if (std::string why = call_validator(validator, view); !why.empty()) {
+        log_debug("tuning database {}: candidate {} of result {} not eligible: {}", conn.path(), c.schedule,
+                  result_id, why);
+        continue;
+      }
+    }
+    eligible.push_back(&c);
+    if (c.schedule == w.latest.default_schedule) def = &c;
+  }
+  if (eligible.empty()) return w;
+  auto better = [](const CandidateStat* a, const CandidateStat* b) {
+    return a->mean_ms != b->mean_ms ? a->mean_ms < b->mean_ms : a->schedule < b->schedule;
+  };
+  std::sort(eligible.begin(), eligible.end(), better);
+  const CandidateStat* best = eligible.front();
+  const CandidateStat* winner = best;
+  if (def != nullptr && def != best) {
+    const double se = std::sqrt(def->variance() / static_cast<double>(def->count) +
+                                best->variance() / static_cast<double>(best->count));
+    const double margin = std::max(policy.tie_relative * best->mean_ms, policy.tie_z * se);
+    if (def->mean_ms - best->mean_ms <= margin) winner = def;
+  }
+  w.winner = *winner;
+  for (const CandidateStat* c : eligible)
+    if (c != winner) {
+      w.runner_up = *c;
+      break;
+    }
+  return w;
+}
+
+// Writes the derived columns of a result from its runs; deletes it when it has none. Returns
+// false if it was deleted.
+bool store_winner(Connection& conn, int64_t result_id, const Winner& w) {
+  if (!w.has_runs) {
+    Query d(conn, "DELETE FROM results WHERE id = ?1");
+    d.bind(1, result_id).run();
+    return false;
+  }
+  Query u(conn,
+          "UPDATE results SET solver_id = ?2, schedule = ?3, count = ?4, median_ms = ?5, mean_ms = ?6, "
+          "variance = ?7, min_ms = ?8, default_schedule = ?9, default_median_ms = ?10, runner_up_schedule = ?11, "
+          "runner_up_median_ms = ?12, runs = ?13, host = ?14, unix_time = ?15, tool_version = ?16, "
+          "environment_id = ?17 WHERE id = ?1");
+  u.bind(1, result_id);
+  if (w.winner) {
+    const ScheduleStats s = to_stats(*w.winner);
+    u.bind(2, w.winner->solver_id).bind(3, w.winner->schedule).bind(4, s.count).bind(5, s.median_ms);
+    u.bind(6, s.mean_ms).bind(7, s.variance).bind(8, s.min_ms);
+  } else {
+    for (int i = 2; i <= 8; ++i) u.bind_null(i);
+  }
+  u.bind(9, w.latest.default_schedule).bind(10, w.default_median_ms);
+  if (w.runner_up)
+    u.bind(11, w.runner_up->schedule).bind(12, w.runner_up->median_ms);
+  else
+    u.bind_null(11).bind_null(12);
+  u.bind(13, w.runs).bind(14, w.latest.host).bind(15, w.latest.unix_time).bind(16, w.latest.tool_version);
+  u.bind(17, w.latest.environment_id);
+  u.run();
+  return true;
+}
+
+// ------------------------------------------------------------------ upserts
+
+int64_t upsert_environment(Connection& conn, const EnvironmentInfo& e) {
+  Query ins(conn,
+            "INSERT INTO environments (env_class, gpu_name, compute_capability, sm_count, driver_version, "
+            "nvrtc_version, library_version, template_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+            "ON CONFLICT DO NOTHING");
+  ins.bind(1, environment_class(e)).bind(2, e.gpu_name).bind(3, e.compute_capability).bind(4, e.sm_count);
+  ins.bind(5, e.driver_version).bind(6, e.nvrtc_version).bind(7, e.library_version).bind(8, e.template_hash);
+  ins.run();
+  Query sel(conn,
+            "SELECT id FROM environments WHERE gpu_name = ?1 AND compute_capability = ?2 AND sm_count = ?3 AND "
+            "driver_version = ?4 AND nvrtc_version = ?5 AND library_version = ?6 AND template_hash = ?7");
+  sel.bind(1, e.gpu_name).bind(2, e.compute_capability).bind(3, e.sm_count).bind(4, e.driver_version);
+  sel.bind(5, e.nvrtc_version).bind(6, e.library_version).bind(7, e.template_hash);
+  if (!sel.step()) throw_db(conn.path(), "environment row vanished after insert");
+  return sel.i64(0);
+}
+
+int64_t upsert_fingerprint(Connection& conn, const std::string& hash, const std::string& bucket,
+                           const std::string& text) {
+  Query ins(conn, "INSERT INTO fingerprints (hash, bucket_key, text) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING");
+  ins.bind(1, hash).bind(2, bucket).bind(3, text).run();
+  Query sel(conn, "SELECT id, text FROM fingerprints WHERE hash = ?1");
+  sel.bind(1, hash);
+  if (!sel.step()) throw_db(conn.path(), "fingerprint row vanished after insert");
+  if (sel.text(1) != text)
+    throw_db(conn.path(), fmt::format("fingerprint hash {} is stored with a different text (collision or a "
+                                      "tampered row); run verify",
+                                      hash));
+  return sel.i64(0);
+}
+
+struct ProblemKey {
+  std::string env_class, template_hash, library_version;
+  OpKey op;
+  int64_t fingerprint_id = 0;
+};
+
+int64_t upsert_result(Connection& conn, const ProblemKey& k) {
+  Query ins(conn,
+            "INSERT INTO results (env_class, template_hash, library_version, model, dtype, heads, dim, direction, "
+            "variant, fingerprint_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING");
+  ins.bind(1, k.env_class).bind(2, k.template_hash).bind(3, k.library_version).bind(4, k.op.model);
+  ins.bind(5, k.op.dtype).bind(6, k.op.heads).bind(7, k.op.dim).bind(8, k.op.direction).bind(9, k.op.variant);
+  ins.bind(10, k.fingerprint_id).run();
+  Query sel(conn,
+            "SELECT id FROM results WHERE env_class = ?1 AND template_hash = ?2 AND library_version = ?3 AND "
+            "model = ?4 AND dtype = ?5 AND heads = ?6 AND dim = ?7 AND direction = ?8 AND variant = ?9 AND "
+            "fingerprint_id = ?10");
+  sel.bind(1, k.env_class).bind(2, k.template_hash).bind(3, k.library_version).bind(4, k.op.model);
+  sel.bind(5, k.op.dtype).bind(6, k.op.heads).bind(7, k.op.dim).bind(8, k.op.direction).bind(9, k.op.variant);
+  sel.bind(10, k.fingerprint_id);
+  if (!sel.step()) throw_db(conn.path(), "result row vanished after insert");
+  return sel.i64(0);
+}
+
+// Inserts a run unless its id is present. Returns the new run row id, or 0 if it was present
+// (for the same problem; a run id reused for another problem is an error).
+int64_t insert_run(Connection& conn, int64_t result_id, int64_t environment_id, const std::string& uuid,
+                   const std::string& default_schedule, const std::string& host, int64_t unix_time,
+                   const std::string& tool_version) {
+  Query ins(conn,
+            "INSERT INTO runs (uuid, result_id, environment_id, default_schedule, host, unix_time, tool_version) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (uuid) DO NOTHING");
+  ins.bind(1, uuid).bind(2, result_id).bind(3, environment_id).bind(4, default_schedule).bind(5, host);
+  ins.bind(6, unix_time).bind(7, tool_version);
+  if (ins.run() == 1) return sqlite3_last_insert_rowid(conn.get());
+  Query sel(conn, "SELECT result_id FROM runs WHERE uuid = ?1");
+  sel.bind(1, uuid);
+  if (sel.step() && sel.i64(0) != result_id)
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+                fmt::format("tuning database {}: run id {} is already used for a different problem", conn.path(), uuid));
+  return 0;
+}
+
+void insert_candidate(Connection& conn, int64_t run_id, const CandidateStat& c) {
+  Query ins(conn,
+            "INSERT INTO candidate_stats (run_id, schedule, solver_id, count, mean_ms, m2, min_ms, median_ms) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  ins.bind(1, run_id).bind(2, c.schedule).bind(3, c.solver_id).bind(4, c.count).bind(5, c.mean_ms);
+  ins.bind(6, c.m2).bind(7, c.min_ms).bind(8, c.median_ms).run();
+}
+
+std::optional<TuningResult> load_valid(Connection& conn, int64_t result_id, const RowValidator& validator) {
+  Query q(conn, DFGNN_RESULT_SELECT "WHERE r.id = ?1");
+  q.bind(1, result_id);
+  if (!q.step()) return std::nullopt;
+  TuningResult r;
+  if (std::string why = decode_result(q, conn.path(), validator, r); !why.empty()) {
+    log_debug("tuning database {}: result {} {} has no usable winner: {}", conn.path(), result_id, describe(r), why);
+    return std::nullopt;
+  }
+  return r;
+}
+
+// ------------------------------------------------------------------ modules
+
+std::string lowered_json(const ModuleRecord& m) {
+  nlohmann::json j = nlohmann::json::array();
+  for (size_t i = 0; i < m.names.size(); ++i) j.push_back({m.names[i], m.lowered[i]});
+  return j.dump();
+}
+
+// "" or the problem.
+std::string decode_lowered(const std::string& text, ModuleRecord& m) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_array()) return "lowered names are not a JSON array";
+  m.names.clear();
+  m.lowered.clear();
+  for (const auto& pair : j) {
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
+      return "lowered names: an entry is not a [name, lowered] pair of strings";
+    m.names.push_back(pair[0].get<std::string>());
+    m.lowered.push_back(pair[1].get<std::string>());
+  }
+  return {};
+}
+
+#define DFGNN_MODULE_SELECT "SELECT key, image, lowered_names, arch, nvrtc_version, template_hash, created FROM modules "
+
+std::string decode_module(const Query& q, ModuleRecord& m) {
+  m = ModuleRecord{};
+  m.key = q.text(0);
+  if (q.column_type(1) != SQLITE_BLOB) return "image is not a blob";
+  m.image = q.blob(1);
+  m.arch = static_cast<int32_t>(q.i64(3));
+  m.nvrtc_version = static_cast<int32_t>(q.i64(4));
+  m.template_hash = q.text(5);
+  m.created = q.i64(6);
+  if (m.key.empty()) return "empty key";
+  if (m.image.empty()) return "empty image";
+  if (std::string why = decode_lowered(q.text(2), m); !why.empty()) return why;
+  if (m.names.empty()) return "no kernel names";
+  return {};
+}
+
+void insert_module(Connection& conn, const ModuleRecord& m, int64_t& added) {
+  Query ins(conn,
+            "INSERT INTO modules (key, image, lowered_names, arch, nvrtc_version, template_hash, created) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (key) DO NOTHING");
+  ins.bind(1, m.key).bind_blob(2, m.image.data(), m.image.size()).bind(3, lowered_json(m)).bind(4, m.arch);
+  ins.bind(5, m.nvrtc_version).bind(6, m.template_hash).bind(7, m.created != 0 ? m.created : now_unix());
+  added += ins.run();
+}
+
+}  // namespace
+
+// ================================================================== free functions
+
+std::string environment_class(const EnvironmentInfo& env) {
+  return fmt::format("{}|sm_{}|{}", env.gpu_name, env.compute_capability, env.sm_count);
+}
+
+std::string fingerprint_text(const dfgnn_fingerprint_t& fp) {
+  size_t length = 0;
+  if (dfgnnFingerprintSerialize(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+                fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
+  std::string text(length + 1, '\0');
+  if (dfgnnFingerprintSerialize(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+                fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
+  text.resize(length);
+  return text;
+}
+
+std::string fingerprint_hash(const dfgnn_fingerprint_t& fp) {
+  const std::string text = fingerprint_text(fp);
+  return hex64(XXH64(text.data(), text.size(), 0));
+}
+
+std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp) {
+  size_t length = 0;
+  if (dfgnnFingerprintBucketKey(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
+  std::string text(length + 1, '\0');
+  if (dfgnnFingerprintBucketKey(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
+  text.resize(length);
+  return text;
+}
+
+CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const std::vector<double>& samples_ms) {
+  CandidateStat c;
+  c.schedule = std::move(schedule);
+  c.solver_id = solver_id;
+  if (samples_ms.empty()) return c;
+  c.min_ms = samples_ms.front();
+  for (double x : samples_ms) {  // Welford
+    ++c.count;
+    const double delta = x - c.mean_ms;
+    c.mean_ms += delta / static_cast<double>(c.count);
+    c.m2 += delta * (x - c.mean_ms);
+    c.min_ms = std::min(c.min_ms, x);
+  }
+  std::vector<double> sorted(samples_ms);
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  c.median_ms = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  return c;
+}
+
+// ================================================================== TuningDb
+
+struct TuningDb::Impl {
+  static Connection& conn(TuningDb& db) { return *db.conn_; }
+
+  static void require_writable(TuningDb& db) {
+    if (db.read_only_) throw_db(db.path_.string(), "is open read-only (a site database); writes go to the user database");
+  }
+};
+
+TuningDb::TuningDb(fs::path path, bool read_only, Options options)
+    : path_(std::move(path)), read_only_(read_only), options_(std::move(options)) {}
+
+TuningDb::~TuningDb() = default;
+
+std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options options) {
+  const std::string p = path.string();
+  if (p.empty()) throw_db("(empty path)", "no path given");
+  if (path.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    if (ec) throw_db(p, fmt::format("cannot create directory {}: {}", path.parent_path().string(), ec.message()));
+  }
+  check_file(path, /*must_exist=*/false);
+  std::unique_ptr<TuningDb> db(new TuningDb(path, false, std::move(options)));
+  db->conn_ = std::make_unique<Connection>(open_handle(p, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, p), p);
+  Connection& conn = *db->conn_;
+  sqlite3_busy_timeout(conn.get(), db->options_.busy_timeout_ms);
+  const auto& steps = steps_of(db->options_);
+  const int supported = detail::target_version(steps);
+  int version = read_checked_version(conn, supported);  // before anything is written
+  set_wal(conn, db->options_.busy_timeout_ms);
+  conn.exec("PRAGMA synchronous = NORMAL");
+  conn.exec("PRAGMA foreign_keys = ON");
+  if (version < supported) {
+    const int from = version;
+    version = detail::migrate(conn, steps, db->options_.write_attempts);
+    if (from != 0 && version != from) log_info("tuning database {}: migrated schema {} -> {}", p, from, version);
+  }
+  detail::check_tables(conn);
+  db->schema_version_ = version;
+  return db;
+}
+
+std::unique_ptr<TuningDb> TuningDb::open_site(const fs::path& path, Options options) {
+  const std::string p = path.string();
+  check_file(path, /*must_exist=*/true);
+  {
+    std::error_code ec;
+    fs::path wal = path;
+    wal += "-wal";
+    if (fs::exists(wal, ec) && fs::file_size(wal, ec) > 0 && !ec)
+      log_warn("tuning database {}: has a non-empty WAL file, which a read-only (immutable) open ignores; ship a "
+               "snapshot made with export (dfgnn-db export) instead of a live user database",
+               p);
+  }
+  const std::string uri = "file:" + detail::uri_path(fs::absolute(path).string()) + "?immutable=1";
+  std::unique_ptr<TuningDb> db(new TuningDb(path, true, std::move(options)));
+  db->conn_ = std::make_unique<Connection>(open_handle(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, p), p);
+  const auto& steps = steps_of(db->options_);
+  const int supported = detail::target_version(steps);
+  int version = read_checked_version(*db->conn_, supported);
+  if (version == 0) throw_db(p, "empty file: not a tuning database");
+  if (version < supported) {
+    // Migrate a private in-memory copy; the file stays as it is.
+    const std::string display = fmt::format("{} (schema {} migrated in memory)", p, version);
+    auto mem = std::make_unique<Connection>(open_handle(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, display),
+                                            display);
+    sqlite3_backup* backup = sqlite3_backup_init(mem->get(), "main", db->conn_->get(), "main");
+    if (backup == nullptr) mem->fail(sqlite3_errcode(mem->get()), "copying into memory");
+    const int rc = sqlite3_backup_step(backup, -1);
+    sqlite3_backup_finish(backup);
+    if (rc != SQLITE_DONE) db->conn_->fail(rc, "copying into memory");
+    db->conn_ = std::move(mem);
+    db->conn_->exec("PRAGMA foreign_keys = ON");
+    version = detail::migrate(*db->conn_, steps, 1);
+    log_info("tuning database {}: read-only schema {} migrated in memory to {}", p, version, supported);
+  }
+  detail::check_tables(*db->conn_);
+  db->schema_version_ = version;
+  return db;
+}
+
+std::unique_ptr<TuningDb> TuningDb::open_read_only(const fs::path& path, Options options) {
+  const std::string p = path.string();
+  check_file(path, /*must_exist=*/true);
+  try {
+    const std::string uri = "file:" + detail::uri_path(fs::absolute(path).string()) + "?mode=ro";
+    std::unique_ptr<TuningDb> db(new TuningDb(path, true, options));
+    db->conn_ = std::make_unique<Connection>(open_handle(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, p), p);
+    sqlite3_busy_timeout(db->conn_->get(), db->options_.busy_timeout_ms);
+    const int version = read_checked_version(*db->conn_, detail::target_version(steps_of(db->options_)));
+    if (version == detail::target_version(steps_of(db->options_))) {
+      detail::check_tables(*db->conn_);
+      db->schema_version_ = version;
+      return db;
+    }
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find("newer than") != std::string::npos || what.find("not a dfgnn") != std::string::npos) throw;
+    log_debug("tuning database {}: read-only open with locking failed ({}); trying immutable", p, what);
+  }
+  return open_site(path, std::move(options));
+}
+
+std::optional<TuningResult> TuningDb::put_result(const TuningRun& run_in) {
+  std::lock_guard lock(mutex_);
+  Impl::require_writable(*this);
+  TuningRun run = run_in;
+  auto invalid = [&](const std::string& why) {
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("tuning database {}: put_result: {}", path_.string(), why));
+  };
+  if (std::string why = check_environment(run.environment); !why.empty()) invalid(why);
+  if (run.op.heads < 1 || run.op.dim < 1) invalid("op key out of range: " + op_text(run.op));
+  if (run.candidates.empty()) invalid("no candidates");
+  std::set<std::string> seen;
+  for (const CandidateStat& c : run.candidates) {
+    if (std::string why = check_candidate(c); !why.empty()) invalid(why);
+    if (!seen.insert(c.schedule).second) invalid("duplicate candidate " + c.schedule);
+  }
+  const std::string text = fingerprint_text(run.fingerprint);
+  {
+    dfgnn_fingerprint_t parsed;
+    std::string why;
+    if (!parse_fingerprint_text(text, parsed, why)) invalid("fingerprint does not read back: " + why);
+  }
+  const std::string hash = hex64(XXH64(text.data(), text.size(), 0));
+  const std::string bucket = fingerprint_bucket_key(run.fingerprint);
+  if (run.host.empty()) run.host = host_name();
+  if (run.unix_time == 0) run.unix_time = now_unix();
+  if (run.tool_version.empty()) run.tool_version = run.environment.library_version;
+  if (run.run_id.empty()) run.run_id = new_run_id();
+
+  Connection& conn = *conn_;
+  int64_t result_id = 0;
+  detail::write_transaction(conn, options_.write_attempts, [&] {
+    const int64_t env_id = upsert_environment(conn, run.environment);
+    const int64_t fp_id = upsert_fingerprint(conn, hash, bucket, text);
+    result_id = upsert_result(conn, ProblemKey{environment_class(run.environment), run.environment.template_hash,
+                                               run.environment.library_version, run.op, fp_id});
+    const int64_t run_row = insert_run(conn, result_id, env_id, run.run_id, run.default_schedule, run.host,
+                                       run.unix_time, run.tool_version);
+    if (run_row == 0) return;  // this run is already recorded
+    for (const CandidateStat& c : run.candidates) insert_candidate(conn, run_row, c);
+    store_winner(conn, result_id, compute_winner(conn, result_id, options_.validator, options_.policy));
+  });
+  return load_valid(conn, result_id, options_.validator);
+}
+
+std::optional<TuningResult> TuningDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
+                                                 const dfgnn_fingerprint_t& fp) {
+  return find_exact(current, op, fingerprint_hash(fp));
+}
+
+std::optional<TuningResult> TuningDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
+                                                 const std::string& fp_hash) {
+  std::lock_guard lock(mutex_);
+  Connection& conn = *conn_;
+  const std::string cls = environment_class(current);
+  std::optional<TuningResult> found;
+  detail::read_transaction(conn, [&] {
+    Query q(conn, DFGNN_RESULT_SELECT
+            "WHERE r.env_class = ?1 AND r.model = ?2 AND r.dtype = ?3 AND r.heads = ?4 AND r.dim = ?5 AND "
+            "r.direction = ?6 AND r.variant = ?7 AND f.hash = ?8 ORDER BY r.unix_time DESC, r.id");
+    q.bind(1, cls).bind(2, op.model).bind(3, op.dtype).bind(4, op.heads).bind(5, op.dim).bind(6, op.direction);
+    q.bind(7, op.variant).bind(8, fp_hash);
+    while (q.step()) {
+      TuningResult r;
+      const std::string why = decode_result(q, path_.string(), options_.validator, r);
+      if (!matches_current(r, cls, current)) {
+        log_debug("tuning database {}: stale result {} for build template {} library {} (current: {} {}); miss",
+                  path_.string(), r.id, r.template_hash, r.library_version, current.template_hash,
+                  current.library_version);
+        continue;
+      }
+      if (!why.empty()) {
+        log_warn("tuning database {}: result {} {} rejected: {}", path_.string(), r.id, describe(r), why);
+        continue;
+      }
+      found = std::move(r);
+      return;
+    }
+  });
+  return found;
+}
+
+std::vector<TuningResult> TuningDb::candidates_for(const EnvironmentInfo& current, const OpKey& op,
+                                                   const std::optional<std::string>& bucket_key) {
+  std::lock_guard lock(mutex_);
+  Connection& conn = *conn_;
+  const std::string cls = environment_class(current);
+  std::vector<TuningResult> out;
+  detail::read_transaction(conn, [&] {
+    Query q(conn, DFGNN_RESULT_SELECT
+            "WHERE r.env_class = ?1 AND r.model = ?2 AND r.dtype = ?3 AND r.heads = ?4 AND r.dim = ?5 AND "
+            "r.direction = ?6 AND r.variant = ?7 AND (?8 IS NULL OR f.bucket_key = ?8) "
+            "ORDER BY f.hash, r.unix_time DESC, r.id");
+    q.bind(1, cls).bind(2, op.model).bind(3, op.dtype).bind(4, op.heads).bind(5, op.dim).bind(6, op.direction);
+    q.bind(7, op.variant);
+    if (bucket_key)
+      q.bind(8, *bucket_key);
+    else
+      q.bind_null(8);
+    while (q.step()) {
+      TuningResult r;
+      const std::string why = decode_result(q, path_.string(), options_.validator, r);
+      if (!matches_current(r, cls, current)) continue;  // stale build: silently a miss
+      if (!why.empty()) {
+        log_warn("tuning database {}: result {} {} rejected: {}", path_.string(), r.id, describe(r), why);
+        continue;
+      }
+      if (!out.empty() && out.back().fingerprint_hash == r.fingerprint_hash) continue;  // older build of same
+      out.push_back(std::move(r));
+    }
+  });
+  return out;
+}
+
+std::vector<CandidateStat> TuningDb::pooled_candidates(int64_t result_id) {
+  std::lock_guard lock(mutex_);
+  std::vector<CandidateStat> out;
+  detail::read_transaction(*conn_, [&] {
+    for (Pooled& p : pool_candidates(*conn_, result_id)) out.push_back(std::move(p.stat));
+  });
+  std::sort(out.begin(), out.end(), [](const CandidateStat& a, const CandidateStat& b) {
+    return a.mean_ms != b.mean_ms ? a.mean_ms < b.mean_ms : a.schedule < b.schedule;
+  });
+  return out;
+}
+
+void TuningDb::put_module(const ModuleRecord& module) {
+  std::lock_guard lock(mutex_);
+  Impl::require_writable(*this);
+  if (module.key.empty() || module.image.empty() || module.names.empty() ||
+      module.names.size() != module.lowered.size())
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+                fmt::format("tuning database {}: put_module: empty key, image or names, or names ({}) and lowered "
+                            "names ({}) differ in length",
+                            path_.string(), module.names.size(), module.lowered.size()));
+  int64_t added = 0;
+  detail::write_transaction(*conn_, options_.write_attempts, [&] { insert_module(*conn_, module, added); });
+}
+
+std::optional<ModuleRecord> TuningDb::get_module(const std::string& key, const std::string& template_hash,
+                                                 int32_t nvrtc_version, int32_t arch) {
+  std::lock_guard lock(mutex_);
+  Query q(*conn_, DFGNN_MODULE_SELECT "WHERE key = ?1");
+  q.bind(1, key);
+  if (!q.step()) return std::nullopt;
+  ModuleRecord m;
+  if (std::string why = decode_module(q, m); !why.empty()) {
+    log_warn("tuning database {}: module {} rejected: {}", path_.string(), key, why);
+    return std::nullopt;
+  }
+  if ((!template_hash.empty() && m.template_hash != template_hash) ||
+      (nvrtc_version != 0 && m.nvrtc_version != nvrtc_version) || (arch != 0 && m.arch != arch)) {
+    log_warn("tuning database {}: module {} was built for template {} NVRTC {} sm_{}, not {} {} sm_{}; miss",
+             path_.string(), key, m.template_hash, m.nvrtc_version, m.arch, template_hash, nvrtc_version, arch);
+    return std::nullopt;
+  }
+  return m;
+}
+
+// ------------------------------------------------------------------ merge
+
+namespace {
+
+struct SourceRun {
+  std::string uuid, default_schedule, host, tool_version;
+  int64_t unix_time = 0;
+  EnvironmentInfo env;
+  std::string env_row_class, result_class, result_template, result_library;
+  OpKey op;
+  std::string fp_hash, fp_bucket, fp_text;
+  std::vector<CandidateStat> candidates;
+  std::string problem;  // "" if consistent
+};
+
+// Reads up to `limit` runs with uuid > after, in uuid order.
+std::vector<SourceRun> read_source_runs(Connection& src, const std::string& after, int limit) {
+  std::vector<SourceRun> out;
+  std::map<int64_t, size_t> by_row;
+  {
+    Query q(src,
+            "SELECT ru.id, ru.uuid, ru.default_schedule, ru.host, ru.unix_time, ru.tool_version, e.gpu_name, "
+            "e.compute_capability, e.sm_count, e.driver_version, e.nvrtc_version, e.library_version, "
+            "e.template_hash, e.env_class, r.env_class, r.template_hash, r.library_version, r.model, r.dtype, "
+            "r.heads, r.dim, r.direction, r.variant, f.hash, f.bucket_key, f.text, e.id, r.id, f.id "
+            "FROM runs ru LEFT JOIN results r ON r.id = ru.result_id "
+            "LEFT JOIN environments e ON e.id = ru.environment_id "
+            "LEFT JOIN fingerprints f ON f.id = r.fingerprint_id WHERE ru.uuid > ?1 ORDER BY ru.uuid LIMIT ?2");
+    q.bind(1, after).bind(2, static_cast<int64_t>(limit));
+    while (q.step()) {
+      SourceRun s;
+      s.uuid = q.text(1);
+      s.default_schedule = q.text(2);
+      s.host = q.text(3);
+      s.unix_time = q.i64(4);
+      s.tool_version = q.text(5);
+      s.env = EnvironmentInfo{q.text(6),           static_cast<int32_t>(q.i64(7)), static_cast<int32_t>(q.i64(8)),
+                              static_cast<int32_t>(q.i64(9)), static_cast<int32_t>(q.i64(10)), q.text(11),
+                              q.text(12)};
+      s.env_row_class = q.text(13);
+      s.result_class = q.text(14);
+      s.result_template = q.text(15);
+      s.result_library = q.text(16);
+      s.op = OpKey{static_cast<int32_t>(q.i64(17)), static_cast<int32_t>(q.i64(18)), static_cast<int32_t>(q.i64(19)),
+                   static_cast<int32_t>(q.i64(20)), static_cast<int32_t>(q.i64(21)), static_cast<int32_t>(q.i64(22))};
+      s.fp_hash = q.text(23);
+      s.fp_bucket = q.text(24);
+      s.fp_text = q.text(25);
+      if (q.is_null(26) || q.is_null(27) || q.is_null(28)) s.problem = "dangling environment, result or fingerprint";
+      by_row[q.i64(0)] = out.size();
+      out.push_back(std::move(s));
+    }
+  }
+  if (out.empty()) return out;
+  Query c(src,
+          "SELECT cs.run_id, cs.schedule, cs.solver_id, cs.count, cs.mean_ms, cs.m2, cs.min_ms, cs.median_ms "
+          "FROM candidate_stats cs JOIN runs ru ON ru.id = cs.run_id WHERE ru.uuid > ?1 AND ru.uuid <= ?2 "
+          "ORDER BY cs.run_id, cs.schedule");
+  c.bind(1, after).bind(2, out.back().uuid);
+  while (c.step()) {
+    auto it = by_row.find(c.i64(0));
+    if (it == by_row.end()) continue;
+    CandidateStat s;
+    s.schedule = c.text(1);
+    s.solver_id = static_cast<int32_t>(c.i64(2));
+    s.count = c.i64(3);
+    s.mean_ms = c.f64(4);
+    s.m2 = c.f64(5);
+    s.min_ms = c.f64(6);
+    s.median_ms = c.f64(7);
+    out[it->second].candidates.push_back(std::move(s));
+  }
+  return out;
+}
+
+// "" or why a source run is unusable; fills the parsed fingerprint.
+std::string check_source_run(const SourceRun& s, dfgnn_fingerprint_t& fp) {
+  if (!s.problem.empty()) return s.problem;
+  if (s.uuid.empty()) return "empty run id";
+  if (std::string why = check_environment(s.env); !why.empty()) return why;
+  const std::string cls = environment_class(s.env);
+  if (cls != s.env_row_class || cls != s.result_class)
+    return fmt::format("environment class mismatch (result \"{}\", environment \"{}\")", s.result_class, cls);
+  if (s.env.template_hash != s.result_template || s.env.library_version != s.result_library)
+    return "build stamp of the result and of its environment differ";
+  if (s.op.heads < 1 || s.op.dim < 1) return "op key out of range: " + op_text(s.op);
+  return check_fingerprint(s.fp_text, s.fp_hash, fp);
+}
+
+}  // namespace
+
+MergeReport TuningDb::merge_from(const fs::path& other) {
+  Impl::require_writable(*this);
+  Options source_options;
+  source_options.migrations = options_.migrations;
+  std::unique_ptr<TuningDb> src = open_read_only(other, source_options);
+  MergeReport report;
+  std::lock_guard lock(mutex_);
+  Connection& conn = *conn_;
+  Connection& sconn = *src->conn_;
+  const std::string spath = other.string();
+  constexpr int kChunk = 128;
+  std::string after;
+  for (;;) {
+    std::vector<SourceRun> chunk;
+    detail::read_transaction(sconn, [&] { chunk = read_source_runs(sconn, after, kChunk); });
+    if (chunk.empty()) break;
+    after = chunk.back().uuid;
+    MergeReport part;
+    detail::write_transaction(conn, options_.write_attempts, [&] {
+      part = MergeReport{};
+      std::set<int64_t> touched;
+      for (const SourceRun& s : chunk) {
+        dfgnn_fingerprint_t fp{};
+        if (std::string why = check_source_run(s, fp); !why.empty()) {
+          log_warn("merging {}: run {} skipped: {}", spath, s.uuid, why);
+          ++part.runs_rejected;
+          continue;
+        }
+        {
+          Query q(conn, "SELECT 1 FROM runs WHERE uuid = ?1");
+          q.bind(1, s.uuid);
+          if (q.step()) {
+            ++part.runs_present;
+            continue;
+          }
+        }
+        // Candidate checks, including this database's validator.
+        TuningResult view;
+        view.env_class = s.result_class;
+        view.template_hash = s.result_template;
+        view.library_version = s.result_library;
+        view.op = s.op;
+        view.fingerprint = fp;
+        view.fingerprint_hash = s.fp_hash;
+        view.bucket_key = s.fp_bucket;
+        view.environment = s.env;
+        view.host = s.host;
+        view.unix_time = s.unix_time;
+        view.tool_version = s.tool_version;
+        view.runs = 1;
+        view.source = spath;
+        std::vector<const CandidateStat*> keep;
+        for (const CandidateStat& c : s.candidates) {
+          std::string why = check_candidate(c);
+          if (why.empty()) {
+            view.solver_id = c.solver_id;
+            view.schedule = c.schedule;
+            view.stats = to_stats(c);
+            why = call_validator(options_.validator, view);
+          }
+          if (!why.empty()) {
+            log_warn("merging {}: run {} candidate {} dropped: {}", spath, s.uuid, c.schedule, why);
+            ++part.candidates_rejected;
+            continue;
+          }
+          keep.push_back(&c);
+        }
+        if (keep.empty()) {
+          log_warn("merging {}: run {} skipped: no usable candidate", spath, s.uuid);
+          ++part.runs_rejected;
+          continue;
+        }
+        const int64_t env_id = upsert_environment(conn, s.env);
+        const int64_t fp_id = upsert_fingerprint(conn, s.fp_hash, s.fp_bucket, s.fp_text);
+        const int64_t result_id =
+            upsert_result(conn, ProblemKey{s.result_class, s.result_template, s.result_library, s.op, fp_id});
+        const int64_t run_row =
+            insert_run(conn, result_id, env_id, s.uuid, s.default_schedule, s.host, s.unix_time, s.tool_version);
+        if (run_row == 0) {
+          ++part.runs_present;
+          continue;
+        }
+        for (const CandidateStat* c : keep) insert_candidate(conn, run_row, *c);
+        ++part.runs_added;
+        touched.insert(result_id);
+      }
+      for (int64_t id : touched) store_winner(conn, id, compute_winner(conn, id, options_.validator, options_.policy));
+      part.results_updated = static_cast<int64_t>(touched.size());
+    });
+    // Counted once the chunk committed (a retried chunk starts over).
+    report.runs_added += part.runs_added;
+    report.runs_present += part.runs_present;
+    report.runs_rejected += part.runs_rejected;
+    report.candidates_rejected += part.candidates_rejected;
+    report.results_updated += part.results_updated;
+  }
+  // Modules, a few at a time (they can be large).
+  std::string after_key;
+  for (;;) {
+    std::vector<ModuleRecord> modules;
+    int rows = 0;
+    detail::read_transaction(sconn, [&] {
+      Query q(sconn, DFGNN_MODULE_SELECT "WHERE key > ?1 ORDER BY key LIMIT 16");
+      q.bind(1, after_key);
+      while (q.step()) {
+        ++rows;
+        after_key = q.text(0);
+        ModuleRecord m;
+        if (const std::string why = decode_module(q, m); !why.empty()) {
+          log_warn("merging {}: module {} skipped: {}", spath, after_key, why);
+          continue;
+        }
+        modules.push_back(std::move(m));
+      }
+    });
+    if (rows == 0) break;
+    int64_t added = 0;
+    detail::write_transaction(conn, options_.write_attempts, [&] {
+      added = 0;
+      for (const ModuleRecord& m : modules) insert_module(conn, m, added);
+    });
+    report.modules_added += added;
+  }
+  return report;
+}
+
+// ------------------------------------------------------------------ export, prune, verify, list
+
+void TuningDb::export_to(const fs::path& target) {
+  std::lock_guard lock(mutex_);
+  const std::string t = target.string();
+  if (t.empty()) throw Error(DFGNN_STATUS_INVALID_ARGUMENT, "export_to: empty path");
+  std::error_code ec;
+  if (fs::equivalent(target, path_, ec))
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("export_to: {} is this database itself", t));
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  if (ec) throw_db(t, fmt::format("cannot create directory: {}", ec.message()));
+  fs::path tmp = target;
+  tmp += ".tmp-" + new_run_id().substr(0, 12);
+  try {
+    {
+      Query q(*conn_, "VACUUM INTO ?1");
+      q.bind(1, tmp.string());
+      q.run();
+    }
+    // Rollback journal, so the snapshot opens immutable anywhere.
+    Connection out(open_handle(tmp.string(), SQLITE_OPEN_READWRITE, t), t);
+    out.exec("PRAGMA journal_mode = DELETE");
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw_db(t, fmt::format("cannot move the snapshot into place: {}", ec.message()));
+  }
+}
+
+PruneReport TuningDb::prune(const PruneFilter& f) {
+  std::lock_guard lock(mutex_);
+  Impl::require_writable(*this);
+  if (!f.env_class && !f.older_than && !f.library_version && !f.template_hash)
+    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, "prune: give at least one filter");
+  PruneReport report;
+  Connection& conn = *conn_;
+  detail::write_transaction(conn, options_.write_attempts, [&] {
+    report = PruneReport{};
+    std::vector<std::pair<int64_t, int64_t>> doomed;  // run id, result id
+    {
+      Query q(conn,
+              "SELECT ru.id, ru.result_id FROM runs ru JOIN results r ON r.id = ru.result_id "
+              "WHERE (?1 IS NULL OR r.env_class = ?1) AND (?2 IS NULL OR ru.unix_time < ?2) AND "
+              "(?3 IS NULL OR r.library_version = ?3) AND (?4 IS NULL OR r.template_hash = ?4)");
+      if (f.env_class) q.bind(1, *f.env_class); else q.bind_null(1);
+      if (f.older_than) q.bind(2, *f.older_than); else q.bind_null(2);
+      if (f.library_version) q.bind(3, *f.library_version); else q.bind_null(3);
+      if (f.template_hash) q.bind(4, *f.template_hash); else q.bind_null(4);
+      while (q.step()) doomed.emplace_back(q.i64(0), q.i64(1));
+    }
+    std::set<int64_t> touched;
+    for (auto [run, result] : doomed) {
+      Query d(conn, "DELETE FROM runs WHERE id = ?1");
+      report.runs += d.bind(1, run).run();
+      touched.insert(result);
+    }
+    for (int64_t id : touched)
+      if (!store_winner(conn, id, compute_winner(conn, id, options_.validator, options_.policy))) ++report.results;
+    {
+      Query d(conn, "DELETE FROM results WHERE id NOT IN (SELECT result_id FROM runs)");
+      report.results += d.run();
+    }
+    Query(conn, "DELETE FROM fingerprints WHERE id NOT IN (SELECT fingerprint_id FROM results)").run();
+    Query(conn,
+          "DELETE FROM environments WHERE id NOT IN (SELECT environment_id FROM runs) AND id NOT IN "
+          "(SELECT environment_id FROM results WHERE environment_id IS NOT NULL)")
+        .run();
+    if (!f.env_class && !f.library_version) {
+      Query d(conn, "DELETE FROM modules WHERE (?1 IS NULL OR created < ?1) AND (?2 IS NULL OR template_hash = ?2)");
+      if (f.older_than) d.bind(1, *f.older_than); else d.bind_null(1);
+      if (f.template_hash) d.bind(2, *f.template_hash); else d.bind_null(2);
+      report.modules = d.run();
+    }
+  });
+  return report;
+}
+
+std::vector<std::string> TuningDb::verify(const RowValidator& validator_in) {
+  std::lock_guard lock(mutex_);
+  const RowValidator& validator = validator_in ? validator_in : options_.validator;
+  Connection& conn = *conn_;
+  std::vector<std::string> problems;
+  try {
+    {
+      Query q(conn, "PRAGMA integrity_check");
+      while (q.step())
+        if (q.text(0) != "ok") problems.push_back("integrity: " + q.text(0));
+    }
+    {
+      Query q(conn, "PRAGMA foreign_key_check");
+      while (q.step())
+        problems.push_back(fmt::format("foreign key: row {} of {} refers to a missing row of {}", q.i64(1), q.text(0),
+                                       q.text(2)));
+    }
+    detail::read_transaction(conn, [&] {
+      {
+        Query q(conn, "SELECT id, hash, text FROM fingerprints ORDER BY id");
+        while (q.step()) {
+          dfgnn_fingerprint_t fp;
+          if (std::string why = check_fingerprint(q.text(2), q.text(1), fp); !why.empty())
+            problems.push_back(fmt::format("fingerprint {}: {}", q.i64(0), why));
+        }
+      }
+      {
+        Query q(conn,
+                "SELECT id, env_class, gpu_name, compute_capability, sm_count, library_version, template_hash "
+                "FROM environments ORDER BY id");
+        while (q.step()) {
+          EnvironmentInfo e{q.text(2), static_cast<int32_t>(q.i64(3)), static_cast<int32_t>(q.i64(4)), 0, 0,
+                            q.text(5), q.text(6)};
+          if (environment_class(e) != q.text(1))
+            problems.push_back(fmt::format("environment {}: class \"{}\" does not match its fields (\"{}\")",
+                                           q.i64(0), q.text(1), environment_class(e)));
+        }
+      }
+      {
+        Query q(conn,
+                "SELECT ru.uuid, ru.result_id, e.env_class, r.env_class, e.template_hash, r.template_hash, "
+                "e.library_version, r.library_version, (SELECT count(*) FROM candidate_stats cs WHERE "
+                "cs.run_id = ru.id) FROM runs ru LEFT JOIN results r ON r.id = ru.result_id LEFT JOIN "
+                "environments e ON e.id = ru.environment_id ORDER BY ru.uuid");
+        while (q.step()) {
+          if (q.text(2) != q.text(3) || q.text(4) != q.text(5) || q.text(6) != q.text(7))
+            problems.push_back(fmt::format("run {}: its environment ({} {} {}) does not match result {} ({} {} {})",
+                                           q.text(0), q.text(2), q.text(4), q.text(6), q.i64(1), q.text(3), q.text(5),
+                                           q.text(7)));
+          if (q.i64(8) == 0) problems.push_back(fmt::format("run {}: no candidate statistics", q.text(0)));
+        }
+      }
+      {
+        Query q(conn,
+                "SELECT r.uuid, cs.schedule, cs.solver_id, cs.count, cs.mean_ms, cs.m2, cs.min_ms, cs.median_ms "
+                "FROM candidate_stats cs JOIN runs r ON r.id = cs.run_id ORDER BY r.uuid, cs.schedule");
+        while (q.step()) {
+          CandidateStat c{q.text(1), static_cast<int32_t>(q.i64(2)), q.i64(3), q.f64(4), q.f64(5), q.f64(6), q.f64(7)};
+          if (std::string why = check_candidate(c); !why.empty())
+            problems.push_back(fmt::format("run {}: {}", q.text(0), why));
+        }
+      }
+      std::vector<int64_t> ids;
+      {
+        Query q(conn, DFGNN_RESULT_SELECT "ORDER BY r.id");
+        while (q.step()) {
+          TuningResult r;
+          const std::string why = decode_result(q, path_.string(), validator, r);
+          ids.push_back(r.id);
+          if (!why.empty() && !(q.is_null(14) && r.runs > 0))
+            problems.push_back(fmt::format("result {} {}: {}", r.id, describe(r), why));
+        }
+      }
+      for (int64_t id : ids) {
+        const Winner w = compute_winner(conn, id, validator, options_.policy);
+        Query q(conn, "SELECT schedule, count, mean_ms, runs FROM results WHERE id = ?1");
+        q.bind(1, id);
+        if (!q.step()) continue;
+        const std::string stored = q.is_null(0) ? std::string("(none)") : q.text(0);
+        const std::string derived = w.winner ? w.winner->schedule : std::string("(none)");
+        const bool same = stored == derived && q.i64(3) == w.runs &&
+                          (!w.winner || (q.i64(1) == w.winner->count && q.f64(2) == w.winner->mean_ms));
+        if (!same)
+          problems.push_back(fmt::format("result {}: stored winner {} (runs {}) disagrees with its runs, which give "
+                                         "{} (runs {})",
+                                         id, stored, q.i64(3), derived, w.runs));
+      }
+      {
+        Query q(conn, DFGNN_MODULE_SELECT "ORDER BY key");
+        while (q.step()) {
+          ModuleRecord m;
+          if (std::string why = decode_module(q, m); !why.empty())
+            problems.push_back(fmt::format("module {}: {}", q.text(0), why));
+        }
+      }
+    });
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("verification stopped: ") + e.what());
+  }
+  return problems;
+}
+
+std::vector<ListedResult> TuningDb::list(const std::optional<std::string>& env_class) {
+  std::lock_guard lock(mutex_);
+  std::vector<ListedResult> out;
+  detail::read_transaction(*conn_, [&] {
+    Query q(*conn_, DFGNN_RESULT_SELECT "WHERE (?1 IS NULL OR r.env_class = ?1) ORDER BY r.env_class, r.model, "
+                                        "r.dtype, r.heads, r.dim, r.direction, r.variant, f.hash, r.id");
+    if (env_class) q.bind(1, *env_class); else q.bind_null(1);
+    while (q.step()) {
+      ListedResult l;
+      l.problem = decode_result(q, path_.string(), options_.validator, l.result);
+      out.push_back(std::move(l));
+    }
+  });
+  return out;
+}
+
+DbStats TuningDb::stats() {
+  std::lock_guard lock(mutex_);
+  DbStats s;
+  s.path = path_.string();
+  s.schema_version = schema_version_;
+  s.read_only = read_only_;
+  detail::read_transaction(*conn_, [&] {
+    auto count = [&](const char* sql) {
+      Query q(*conn_, sql);
+      return q.step() ? q.i64(0) : 0;
+    };
+    s.environments = count("SELECT count(*) FROM environments");
+    s.fingerprints = count("SELECT count(*) FROM fingerprints");
+    s.results = count("SELECT count(*) FROM results");
+    s.results_without_winner = count("SELECT count(*) FROM results WHERE schedule IS NULL");
+    s.runs = count("SELECT count(*) FROM runs");
+    s.candidate_stats = count("SELECT count(*) FROM candidate_stats");
+    s.modules = count("SELECT count(*) FROM modules");
+    s.module_bytes = count("SELECT coalesce(sum(length(image)), 0) FROM modules");
+  });
+  return s;
+}
+
+}  // namespace dfgnn::db

@@ -1,0 +1,412 @@
+// dfgnn's tuning database: what the tuner learned (per problem: the winning schedule, its
+// statistics and the per-candidate measurements behind it) and the compiled modules, kept in
+// SQLite files.
+//
+// Self-contained: depends only on the public C header (dfgnn_fingerprint_t) and the standard
+// library. Schedules are opaque text here ("subwarp:lanes=32,..."); whether a schedule is valid
+// for a problem is decided by the caller through a RowValidator callback.
+//
+// Model
+// - A *problem* is (environment class, build stamp, op key, fingerprint):
+//     environment class = GPU name + compute capability + SM count (see environment_class()), so
+//                         a heterogeneous cluster never uses another GPU's winner;
+//     build stamp       = template_hash + library_version of the EnvironmentInfo that measured it,
+//                         so results of a different kernel source or library are never pooled
+//                         with, nor returned for, the current build (a stale row is a miss);
+//     op key            = OpKey (model, dtype, heads, dim, direction, variant);
+//     fingerprint       = the graph's degree fingerprint, identified by fingerprint_hash().
+// - A *run* is one tuning session of one problem (one put_result call): per candidate schedule
+//   its measurement statistics (count, mean, M2 as in Welford's algorithm, min, median). Runs are
+//   identified by a globally unique run id, so storing or merging the same run twice is a no-op.
+// - The *result* of a problem is derived from all its runs (see WinnerPolicy): candidate
+//   statistics are pooled exactly over the runs (Chan et al.'s parallel Welford update, summed in
+//   run-id order so the result does not depend on insertion or merge order), and the winner is
+//   recomputed. Hence merges are idempotent and order-independent.
+//
+// Files
+// - A user database (open_user) is writable: WAL journal, busy timeout, every write one short
+//   BEGIN IMMEDIATE transaction, retried on SQLITE_BUSY. Many processes on one node may share it.
+// - A site database (open_site) is read-only and opened with SQLite's immutable flag: no locks,
+//   no journal, safe on network filesystems. Ship a snapshot made by export_to(), never a live
+//   user file (its un-checkpointed WAL would be ignored).
+// - LayeredDb reads the user database first, then the site databases in priority order; writes
+//   go to the user database only.
+//
+// Validation: every row is validated before it is returned (structure, environment class, build
+// stamp, fingerprint text and hash, statistics, then the caller's RowValidator). An invalid row is
+// a miss, logged on the "dfgnn" spdlog logger; it never throws and is never returned.
+//
+// Errors: TuningDb methods throw dfgnn::Error (runtime/src/error.hpp, a std::runtime_error with a
+// status()) with DFGNN_STATUS_DATABASE_ERROR when the file is unusable (the message names the path
+// and SQLite's error), or DFGNN_STATUS_INVALID_ARGUMENT for a malformed argument. LayeredDb's read
+// methods never throw: a failing layer is logged and skipped.
+//
+// Thread safety: a TuningDb / LayeredDb object may be used from several threads (calls are
+// serialised by an internal mutex). Do not carry an open object across fork(): open a new one in
+// the child.
+#pragma once
+
+#include <dfgnn/dfgnn.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dfgnn::db {
+
+// Schema version written by this build (PRAGMA user_version). Older files are migrated (a user
+// database in place, a site database in memory); newer ones are refused.
+inline constexpr int kSchemaVersion = 1;
+
+// ------------------------------------------------------------------------------------------
+// Keys
+
+// Where a result was measured. All fields are stored with every run.
+struct EnvironmentInfo {
+  std::string gpu_name;         // cudaDeviceProp::name, e.g. "NVIDIA H200"
+  int32_t compute_capability = 0;  // major * 10 + minor, e.g. 90
+  int32_t sm_count = 0;         // multiProcessorCount
+  int32_t driver_version = 0;   // cudaDriverGetVersion, e.g. 12040 (0 if unknown)
+  int32_t nvrtc_version = 0;    // major * 1000 + minor * 10 (0 if unknown)
+  std::string library_version;  // dfgnnGetVersion()
+  std::string template_hash;    // hash of the embedded kernel template source
+  bool operator==(const EnvironmentInfo&) const = default;
+};
+
+// The GPU class results are shared within: "<gpu_name>|sm_<cc>|<sm_count>", e.g.
+// "NVIDIA H200|sm_90|132". Driver/NVRTC versions are not part of it (they do not change which
+// schedules are valid); template hash and library version are part of the problem key instead.
+std::string environment_class(const EnvironmentInfo& env);
+
+// What is computed, as far as the database cares. The fields are opaque integers to the
+// database; by convention model/dtype are the dfgnn_model_t/dfgnn_dtype_t values, direction is
+// the pass tuned (e.g. dfgnn::PassKind: 0 forward, 1 backward row side, 2 backward column side)
+// and variant holds any further caller-defined key bits that change the best schedule or its
+// validity (e.g. deterministic flag, vector-width limit); use 0 when unused.
+struct OpKey {
+  int32_t model = 0;
+  int32_t dtype = 0;
+  int32_t heads = 1;
+  int32_t dim = 1;
+  int32_t direction = 0;
+  int32_t variant = 0;
+  bool operator==(const OpKey&) const = default;
+};
+
+// Stable identity of a fingerprint: XXH64 (hex, 16 digits) of its dfgnnFingerprintSerialize text.
+std::string fingerprint_hash(const dfgnn_fingerprint_t& fp);
+// Its text form (dfgnnFingerprintSerialize) and coarse bucket key (dfgnnFingerprintBucketKey).
+// Throw dfgnn::Error (INVALID_ARGUMENT) if the fingerprint cannot be serialised.
+std::string fingerprint_text(const dfgnn_fingerprint_t& fp);
+std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp);
+
+// ------------------------------------------------------------------------------------------
+// Rows
+
+// Measurement statistics of one candidate schedule, in milliseconds. As input (in a TuningRun):
+// the statistics of that run. As output (pooled_candidates()): pooled over all runs, with
+// median_ms taken from the most recent run that measured the schedule.
+struct CandidateStat {
+  std::string schedule;    // text form, e.g. "subwarp:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0"
+  int32_t solver_id = 0;   // the solver's stable id
+  int64_t count = 0;       // samples (>= 1)
+  double mean_ms = 0;      // sample mean
+  double m2 = 0;           // sum of squared deviations from the mean (Welford's M2), >= 0
+  double min_ms = 0;
+  double median_ms = 0;
+  // Sample variance M2 / (count - 1); 0 for fewer than two samples.
+  double variance() const { return count > 1 ? m2 / static_cast<double>(count - 1) : 0.0; }
+};
+
+// Convenience for the tuner: the statistics of a list of samples (ms).
+CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const std::vector<double>& samples_ms);
+
+// Input of put_result(): one tuning run of one problem.
+struct TuningRun {
+  EnvironmentInfo environment;
+  OpKey op;
+  dfgnn_fingerprint_t fingerprint{};
+  std::string default_schedule;  // the default rule's schedule for this problem ("" if unknown)
+  std::vector<CandidateStat> candidates;  // measured candidates (failed ones left out), any order
+  // Provenance. Empty / 0 fields are filled in: host = gethostname(), unix_time = now,
+  // tool_version = environment.library_version, run_id = 32 random hex digits. Give a run_id
+  // only to make a retried put idempotent; it must be unique across all databases.
+  std::string host;
+  int64_t unix_time = 0;
+  std::string tool_version;
+  std::string run_id;
+};
+
+// Pooled summary statistics of one schedule.
+struct ScheduleStats {
+  int64_t count = 0;
+  double median_ms = 0;  // median of the most recent run that measured the schedule
+  double mean_ms = 0;    // pooled over all runs
+  double variance = 0;   // pooled sample variance
+  double min_ms = 0;
+};
+
+// The answer for a problem: the winner and what it was chosen against.
+struct TuningResult {
+  int64_t id = 0;  // row id in the database it came from (for pooled_candidates())
+  // Problem key.
+  std::string env_class;
+  std::string template_hash;
+  std::string library_version;
+  OpKey op;
+  dfgnn_fingerprint_t fingerprint{};
+  std::string fingerprint_hash;
+  std::string bucket_key;
+  // Winner.
+  int32_t solver_id = 0;
+  std::string schedule;
+  ScheduleStats stats;
+  // The default rule's schedule and its median ("" / NaN if it was not measured); the best
+  // schedule other than the winner ("" / NaN if there is none).
+  std::string default_schedule;
+  double default_median_ms = 0;
+  std::string runner_up_schedule;
+  double runner_up_median_ms = 0;
+  // Provenance of the most recent run (by time, then run id), and how many runs were pooled.
+  std::string host;
+  int64_t unix_time = 0;
+  std::string tool_version;
+  int64_t environment_id = 0;  // row id of `environment` in the database it came from
+  EnvironmentInfo environment;
+  int64_t runs = 0;
+  std::string source;  // path of the database that answered
+};
+
+// Validates a row for use: "" if the schedule may be used for the problem, else the reason
+// (unknown solver, malformed text, parameter out of range for op/fingerprint...). It sees the
+// winner in `schedule`/`solver_id`, with the problem key (op, fingerprint, environment) filled in.
+// Called for every row read (find_exact, candidates_for, list, verify) and, in a database that has
+// one, for every candidate when a winner is chosen (put_result, merge_from, prune), so an invalid
+// schedule is never chosen there. Must be thread-safe; an exception counts as invalid.
+using RowValidator = std::function<std::string(const TuningResult&)>;
+
+// How the winner of a problem is chosen from its pooled candidate statistics.
+// 1. Eligible: pooled count >= min_count, finite statistics, and accepted by the validator of the
+//    writing database (if it has one).
+// 2. Best: the lowest pooled mean; ties broken by schedule text (lexicographic).
+// 3. Default preference: if the default schedule is eligible and statistically tied with the best
+//    (mean_default - mean_best <= max(tie_relative * mean_best,
+//                                         tie_z * sqrt(var_d / n_d + var_b / n_b))),
+//    the default wins. Set tie_relative = tie_z = 0 to disable.
+// The default schedule is the one named by the most recent run.
+struct WinnerPolicy {
+  int64_t min_count = 1;
+  double tie_relative = 0.01;
+  double tie_z = 2.0;
+};
+
+// A compiled module, content-addressed by a key the caller derives from everything that changes
+// the binary (source hash, NVRTC version, options, arch, name expressions).
+struct ModuleRecord {
+  std::string key;                  // hex hash string
+  std::vector<char> image;          // cubin
+  std::vector<std::string> names;   // name expressions, in request order
+  std::vector<std::string> lowered; // their lowered (mangled) names, same order
+  int32_t arch = 0;                 // e.g. 90
+  int32_t nvrtc_version = 0;
+  std::string template_hash;
+  int64_t created = 0;              // unix time; 0 = now (put_module)
+};
+
+// Filters for prune(); the given ones must all match (AND). At least one must be given.
+struct PruneFilter {
+  std::optional<std::string> env_class;        // runs of results of this class
+  std::optional<int64_t> older_than;           // runs (and modules) with unix time < this
+  std::optional<std::string> library_version;  // runs of results with this library version
+  std::optional<std::string> template_hash;    // runs of results (and modules) with this template hash
+};
+struct PruneReport {
+  int64_t runs = 0;      // measurement runs deleted
+  int64_t results = 0;   // problems left without any run, deleted
+  int64_t modules = 0;   // modules deleted (only by older_than / template_hash, when no
+                         // env_class or library_version filter is given)
+};
+
+struct MergeReport {
+  int64_t runs_added = 0;
+  int64_t runs_present = 0;   // already here (same run id): skipped
+  int64_t runs_rejected = 0;  // malformed or inconsistent in the source: skipped, logged
+  int64_t candidates_rejected = 0;  // candidate rows dropped by checks or the validator
+  int64_t results_updated = 0;
+  int64_t modules_added = 0;
+};
+
+struct DbStats {
+  std::string path;
+  int schema_version = 0;
+  bool read_only = false;
+  int64_t environments = 0, fingerprints = 0, results = 0, results_without_winner = 0, runs = 0,
+          candidate_stats = 0, modules = 0, module_bytes = 0;
+};
+
+// A row as listed for a CLI: decoded as far as possible, with the reason it would be rejected.
+struct ListedResult {
+  TuningResult result;
+  std::string problem;  // "" if the row is valid (would be returned by find_exact)
+};
+
+// ------------------------------------------------------------------------------------------
+
+namespace detail {
+struct Migration;  // schema.hpp
+class Connection;  // sqlite_util.hpp
+}  // namespace detail
+
+class TuningDb {
+ public:
+  struct Options {
+    RowValidator validator;       // applied to every row read and every winner chosen; may be empty
+    WinnerPolicy policy;
+    int busy_timeout_ms = 10000;  // SQLite busy timeout per lock attempt
+    int write_attempts = 6;       // BEGIN IMMEDIATE attempts when the lock stays busy
+    // Testing only: schema steps to use instead of the built-in ones (see schema.hpp).
+    const std::vector<detail::Migration>* migrations = nullptr;
+  };
+
+  // The writable database at path: creates missing directories and the file, WAL journal,
+  // migrates an older schema. Throws DATABASE_ERROR (naming the path and SQLite's message) for an
+  // unreadable, truncated, foreign or newer-schema file, which is left untouched.
+  static std::unique_ptr<TuningDb> open_user(const std::filesystem::path& path, Options options);
+  static std::unique_ptr<TuningDb> open_user(const std::filesystem::path& path) { return open_user(path, Options()); }
+  // A read-only database, opened immutable (no locking; safe on network filesystems). An older
+  // schema is migrated in a private in-memory copy. Same errors as open_user.
+  static std::unique_ptr<TuningDb> open_site(const std::filesystem::path& path, Options options);
+  static std::unique_ptr<TuningDb> open_site(const std::filesystem::path& path) { return open_site(path, Options()); }
+  // A read-only database opened with locking (mode=ro), for reading a live user database of
+  // another process consistently (merge_from uses it; falls back to immutable if that fails).
+  static std::unique_ptr<TuningDb> open_read_only(const std::filesystem::path& path, Options options);
+
+  ~TuningDb();
+  TuningDb(const TuningDb&) = delete;
+  TuningDb& operator=(const TuningDb&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  bool read_only() const { return read_only_; }
+  const Options& options() const { return options_; }
+
+  // ---- results
+  // Records one run and recomputes the problem's result (see WinnerPolicy). Returns the new
+  // result, or nullopt if no candidate is eligible. Storing a run id that is already present
+  // changes nothing. Throws INVALID_ARGUMENT for a malformed run (no candidates, empty or
+  // duplicate schedule text, count < 1, non-finite or negative statistics), DATABASE_ERROR on a
+  // read-only database or a failing file.
+  std::optional<TuningResult> put_result(const TuningRun& run);
+
+  // The validated result for (current environment's class and build stamp, op, fingerprint), or
+  // nullopt. An empty template_hash / library_version in `current` matches any (for tools; the
+  // most recent matching row wins); dispatch must give both.
+  std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
+                                         const dfgnn_fingerprint_t& fp);
+  std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
+                                         const std::string& fingerprint_hash);
+  // All validated results of the current environment class and build stamp for op (optionally
+  // only those in one fingerprint bucket), each with its parsed fingerprint, ordered by
+  // fingerprint hash: the caller picks the nearest with dfgnnFingerprintDistance.
+  std::vector<TuningResult> candidates_for(const EnvironmentInfo& current, const OpKey& op,
+                                           const std::optional<std::string>& bucket_key = std::nullopt);
+  // Pooled statistics of every candidate of a result (by TuningResult::id), best mean first.
+  std::vector<CandidateStat> pooled_candidates(int64_t result_id);
+
+  // ---- compiled modules
+  // Stores a module; a key already present is kept (content-addressed). Throws INVALID_ARGUMENT
+  // for an empty key or image, or names/lowered of different lengths.
+  void put_module(const ModuleRecord& module);
+  // The module for key, or nullopt (also for a malformed row, logged). When the expected
+  // template_hash / nvrtc_version / arch are given (non-empty / non-zero) a mismatch is a miss.
+  std::optional<ModuleRecord> get_module(const std::string& key, const std::string& template_hash = {},
+                                         int32_t nvrtc_version = 0, int32_t arch = 0);
+
+  // ---- maintenance (CLI)
+  // Imports every run and module of the database file at path that is not here yet, then
+  // recomputes the touched results. Idempotent and order-independent. Provenance is kept (run
+  // ids, hosts, times, environments). Rows failing validation (including this database's
+  // validator, per candidate) are skipped and counted. Works in short transactions; a merge that
+  // stops midway can simply be repeated.
+  MergeReport merge_from(const std::filesystem::path& path);
+  // Writes a consistent, compacted snapshot to path (VACUUM INTO a temporary file in the same
+  // directory, switched to rollback journal so it opens immutable, then renamed over path).
+  void export_to(const std::filesystem::path& path);
+  // Deletes matching runs, then results left without runs (and unused fingerprints and
+  // environments), recomputes the rest. Throws INVALID_ARGUMENT for an empty filter.
+  PruneReport prune(const PruneFilter& filter);
+  // Every problem found: SQLite's integrity and foreign-key checks, then every row (results
+  // validated as for find_exact but against their own stored key, runs, candidate statistics,
+  // fingerprints, environments, modules), and results that disagree with their pooled runs.
+  // Empty means healthy. Uses `validator` if given, else the database's.
+  std::vector<std::string> verify(const RowValidator& validator = {});
+  // All results (optionally of one environment class), valid or not, for listing.
+  std::vector<ListedResult> list(const std::optional<std::string>& env_class = std::nullopt);
+  DbStats stats();
+  int schema_version() const { return schema_version_; }
+
+ private:
+  TuningDb(std::filesystem::path path, bool read_only, Options options);
+  struct Impl;
+  std::filesystem::path path_;
+  bool read_only_ = false;
+  int schema_version_ = 0;
+  Options options_;
+  std::mutex mutex_;
+  std::unique_ptr<detail::Connection> conn_;
+};
+
+// ------------------------------------------------------------------------------------------
+
+// User database over site databases.
+class LayeredDb {
+ public:
+  struct Options {
+    // nullopt: default_user_path(); an empty path: no user database (read-only use).
+    std::optional<std::filesystem::path> user_path;
+    // nullopt: default_site_paths(); highest priority first.
+    std::optional<std::vector<std::filesystem::path>> site_paths;
+    TuningDb::Options db;  // validator, policy, timeouts for every layer
+  };
+
+  // $DFGNN_CACHE_DIR/tuning.db, else $XDG_CACHE_HOME/dfgnn/tuning.db, else
+  // $HOME/.cache/dfgnn/tuning.db; empty if none of these variables is set.
+  static std::filesystem::path default_user_path();
+  // $DFGNN_SITE_DB split at ':' (empty entries ignored); empty if unset.
+  static std::vector<std::filesystem::path> default_site_paths();
+
+  // Opens every layer; never throws for a layer that cannot be opened: it is left out, logged
+  // (warn) and its error recorded in open_errors().
+  explicit LayeredDb(Options options);
+  LayeredDb() : LayeredDb(Options()) {}
+
+  TuningDb* user() { return user_.get(); }  // null when there is no usable user database
+  const std::vector<std::unique_ptr<TuningDb>>& sites() const { return sites_; }
+  const std::vector<std::string>& open_errors() const { return open_errors_; }
+
+  // Reads: the user database first, then the sites in order; the first valid answer wins. A
+  // layer that fails (e.g. corrupted pages) is logged and skipped. Never throw.
+  std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
+                                         const dfgnn_fingerprint_t& fp);
+  // Union over layers; for a fingerprint present in several layers the higher layer's row wins.
+  std::vector<TuningResult> candidates_for(const EnvironmentInfo& current, const OpKey& op,
+                                           const std::optional<std::string>& bucket_key = std::nullopt);
+  std::optional<ModuleRecord> get_module(const std::string& key, const std::string& template_hash = {},
+                                         int32_t nvrtc_version = 0, int32_t arch = 0);
+
+  // Writes go to the user database; DATABASE_ERROR if there is none (the message says why).
+  std::optional<TuningResult> put_result(const TuningRun& run);
+  void put_module(const ModuleRecord& module);
+
+ private:
+  std::unique_ptr<TuningDb> user_;
+  std::vector<std::unique_ptr<TuningDb>> sites_;
+  std::vector<std::string> open_errors_;
+  std::string no_user_reason_;
+};
+
+}  // namespace dfgnn::db

@@ -1,0 +1,257 @@
+#include "dispatch.hpp"
+
+#include "context.hpp"
+#include "cuda.hpp"
+#include "error.hpp"
+#include "fingerprint.hpp"
+#include "graph.hpp"
+#include "logging.hpp"
+#include "nvrtc.hpp"
+#include "op.hpp"
+#include "ops.hpp"
+
+#include <cstdlib>
+#include <limits>
+
+namespace dfgnn {
+namespace {
+
+std::mutex hook_mutex;
+std::shared_ptr<TuningHook> registered_hook;
+
+TuneMode mode_from_environment() {
+  const char* v = std::getenv("DFGNN_TUNE");
+  if (v == nullptr) return TuneMode::Off;
+  const std::string s(v);
+  if (s == "on_miss" || s == "on-miss" || s == "1") return TuneMode::OnMiss;
+  if (s != "off" && s != "0" && !s.empty())
+    log().warn("DFGNN_TUNE='{}' is not 'off' or 'on_miss'; tuning stays off", s);
+  return TuneMode::Off;
+}
+
+double distance_from_environment() {
+  const char* v = std::getenv("DFGNN_NEAREST_MAX_DISTANCE");
+  if (v == nullptr) return 1.0;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || d < 0) {
+    log().warn("DFGNN_NEAREST_MAX_DISTANCE='{}' is not a non-negative number; using 1.0", v);
+    return 1.0;
+  }
+  return d;
+}
+
+PassProblem problem_of_row(const db::TuningResult& row) {
+  PassProblem p;
+  p.op = dfgnnOpDefault(static_cast<dfgnn_model_t>(row.op.model), static_cast<dfgnn_dtype_t>(row.op.dtype),
+                        row.op.heads, row.op.dim);
+  p.pass = static_cast<PassKind>(row.op.direction);
+  p.fingerprint = &row.fingerprint;
+  p.max_vec = row.op.variant;
+  return p;
+}
+
+}  // namespace
+
+const char* level_name(DispatchLevel level) {
+  switch (level) {
+    case DispatchLevel::Forced: return "forced";
+    case DispatchLevel::Cache: return "cache";
+    case DispatchLevel::Exact: return "exact";
+    case DispatchLevel::Nearest: return "nearest";
+    case DispatchLevel::Tuned: return "tuned";
+    case DispatchLevel::Default: return "default";
+  }
+  return "unknown";
+}
+
+void register_tuning_hook(std::shared_ptr<TuningHook> hook) {
+  std::lock_guard lock(hook_mutex);
+  registered_hook = std::move(hook);
+}
+
+std::shared_ptr<TuningHook> tuning_hook() {
+  std::lock_guard lock(hook_mutex);
+  return registered_hook;
+}
+
+db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
+  db::OpKey k;
+  k.model = op.model;
+  k.dtype = op.dtype;
+  k.heads = op.heads;
+  k.dim = op.dim;
+  k.direction = static_cast<int32_t>(pass);
+  k.variant = max_vec;
+  return k;
+}
+
+std::string row_problem(const db::TuningResult& row) {
+  try {
+    if (row.op.direction < 0 || row.op.direction > 2) return fmt::format("pass {} is unknown", row.op.direction);
+    if (row.op.variant < 1 || row.op.variant > 8) return fmt::format("vector limit {} is out of range", row.op.variant);
+    const PassProblem problem = problem_of_row(row);
+    validate_op(problem.op, row.fingerprint.num_nodes);
+    const Schedule s = parse_schedule(row.schedule);
+    if (static_cast<int32_t>(s.solver) != row.solver_id)
+      return fmt::format("solver id {} does not match schedule '{}'", row.solver_id, row.schedule);
+    require_valid(problem, s);
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+Dispatcher::Dispatcher() : mode_(mode_from_environment()), max_distance_(distance_from_environment()) {}
+
+void Dispatcher::set_database(std::optional<std::filesystem::path> user_path,
+                              std::optional<std::vector<std::filesystem::path>> site_paths) {
+  std::lock_guard lock(mutex_);
+  user_path_ = std::move(user_path);
+  site_paths_ = std::move(site_paths);
+  db_.reset();
+  db_opened_ = false;
+  cache_.clear();
+}
+
+db::LayeredDb* Dispatcher::database() {
+  std::lock_guard lock(mutex_);
+  if (!db_opened_) {
+    db_opened_ = true;
+    db::LayeredDb::Options options;
+    options.user_path = user_path_;
+    options.site_paths = site_paths_;
+    options.db.validator = row_problem;
+    try {
+      db_ = std::make_unique<db::LayeredDb>(options);
+      for (const std::string& e : db_->open_errors()) log().warn("tuning database: {}", e);
+    } catch (const std::exception& e) {
+      log().warn("tuning database unavailable, dispatch uses the default rule: {}", e.what());
+      db_.reset();
+    }
+  }
+  return db_.get();
+}
+
+const db::EnvironmentInfo& Dispatcher::environment() {
+  std::lock_guard lock(mutex_);
+  if (!env_) {
+    require_device("reading the GPU's identity");
+    int device = 0;
+    cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+    cudaDeviceProp prop{};
+    cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    db::EnvironmentInfo env;
+    env.gpu_name = prop.name;
+    env.compute_capability = prop.major * 10 + prop.minor;
+    env.sm_count = prop.multiProcessorCount;
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) == cudaSuccess) env.driver_version = driver;
+    env.nvrtc_version = nvrtc_version();
+    env.library_version = dfgnnGetVersion();
+    env.template_hash = kernel_source_hash();
+    env_ = std::move(env);
+  }
+  return *env_;
+}
+
+bool Dispatcher::environment_known() {
+  {
+    std::lock_guard lock(mutex_);
+    if (env_) return true;
+  }
+  return device_status().available;
+}
+
+void Dispatcher::set_environment(db::EnvironmentInfo env) {
+  std::lock_guard lock(mutex_);
+  env_ = std::move(env);
+  cache_.clear();
+}
+
+void Dispatcher::forget() {
+  std::lock_guard lock(mutex_);
+  cache_.clear();
+}
+
+std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass,
+                                                  int32_t max_vec) {
+  db::LayeredDb* layers = database();
+  if (layers == nullptr) return std::nullopt;
+  const db::EnvironmentInfo& env = environment();
+  const db::OpKey key = op_key(op, pass, max_vec);
+  const PassProblem problem = pass_problem(graph, op, pass, max_vec);
+  const dfgnn_fingerprint_t& fp = *problem.fingerprint;
+  // Rows were validated against their own problem; the schedule must also suit this graph.
+  auto usable = [&](const db::TuningResult& row, Schedule& out) {
+    try {
+      out = parse_schedule(row.schedule);
+      require_valid(problem, out);
+      return true;
+    } catch (const std::exception& e) {
+      log().debug("tuning row for {} not usable here: {}", row.schedule, e.what());
+      return false;
+    }
+  };
+  if (auto row = layers->find_exact(env, key, fp)) {
+    Decision d;
+    if (usable(*row, d.schedule)) {
+      d.level = d.origin = DispatchLevel::Exact;
+      d.row = std::move(row);
+      return d;
+    }
+  }
+  std::optional<Decision> best;
+  for (db::TuningResult& row : layers->candidates_for(env, key)) {
+    const double distance = fingerprint_distance(fp, row.fingerprint);
+    if (distance > max_distance_ || (best && distance >= best->distance)) continue;
+    Decision d;
+    if (!usable(row, d.schedule)) continue;
+    d.level = d.origin = DispatchLevel::Nearest;
+    d.distance = distance;
+    d.row = std::move(row);
+    best = std::move(d);
+  }
+  return best;
+}
+
+Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
+  const std::string key = fmt::format("{}:{}:{}:{}:{}:{}:{}", graph.id(), static_cast<int>(op.model),
+                                      static_cast<int>(op.dtype), op.heads, op.dim, static_cast<int>(pass), max_vec);
+  {
+    std::lock_guard lock(mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      Decision d = it->second;
+      d.level = DispatchLevel::Cache;
+      return d;
+    }
+  }
+  std::optional<Decision> found;
+  if (environment_known()) {
+    try {
+      found = from_database(graph, op, pass, max_vec);
+    } catch (const std::exception& e) {
+      log().warn("tuning database lookup failed, using the default rule: {}", e.what());
+    }
+    if (!found && mode_ == TuneMode::OnMiss) {
+      if (auto hook = tuning_hook()) {
+        if (auto tuned = hook->tune(ctx, graph, op, pass, max_vec)) {
+          found = Decision{};
+          found->schedule = *tuned;
+          found->level = found->origin = DispatchLevel::Tuned;
+        }
+      }
+    }
+  }
+  Decision d = found ? std::move(*found) : Decision{};
+  if (!found) {
+    d.schedule = default_schedule(pass_problem(graph, op, pass, max_vec));
+    d.level = d.origin = DispatchLevel::Default;
+  }
+  std::lock_guard lock(mutex_);
+  cache_.emplace(key, d);
+  return d;
+}
+
+}  // namespace dfgnn

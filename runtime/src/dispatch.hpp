@@ -1,0 +1,99 @@
+// Dispatch: which schedule a pass runs when the caller does not force one.
+//   in-process cache -> exact database hit -> nearest tuned fingerprint (same GPU class, within a
+//   distance threshold) -> tuning on a miss (if enabled) -> the solvers' default rule.
+// Every database row is validated (schedule parses, solver known, valid for this problem) before
+// use; an unusable database is logged and dispatch falls back to the default rule.
+#pragma once
+
+#include <dfgnn/dfgnn.h>
+
+#include "schedule.hpp"
+#include "tuning_db.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dfgnn {
+
+class Graph;
+struct Context;
+
+enum class DispatchLevel { Forced, Cache, Exact, Nearest, Tuned, Default };
+const char* level_name(DispatchLevel level);
+
+struct Decision {
+  Schedule schedule;
+  DispatchLevel level = DispatchLevel::Default;  // which level answered (Cache: an earlier answer)
+  DispatchLevel origin = DispatchLevel::Default;  // the level that first produced it
+  double distance = 0;                          // Nearest: fingerprint distance to the tuned graph
+  std::optional<db::TuningResult> row;          // Exact / Nearest / Tuned: the database row used
+};
+
+// Tuning on a dispatch miss: runtime owns this interface, the tuner implements and registers it
+// (runtime never includes the tuner).
+class TuningHook {
+ public:
+  virtual ~TuningHook() = default;
+  // Tunes one pass, stores the result in the context's database, returns the winner (or nullopt
+  // if tuning was not possible, e.g. no writable database).
+  virtual std::optional<Schedule> tune(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass,
+                                       int32_t max_vec) = 0;
+};
+void register_tuning_hook(std::shared_ptr<TuningHook> hook);
+std::shared_ptr<TuningHook> tuning_hook();
+
+enum class TuneMode { Off = 0, OnMiss = 1 };
+
+// The database key of a pass: the vector-width limit is part of it (it changes validity).
+db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
+// Checks a database row against the problem it would serve: "" if usable, else the reason.
+std::string row_problem(const db::TuningResult& row);
+
+class Dispatcher {
+ public:
+  Dispatcher();
+
+  Decision decide(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
+
+  // Database layers: user_path nullopt = default location ($DFGNN_CACHE_DIR, XDG, ~/.cache),
+  // "" = none; site_paths nullopt = $DFGNN_SITE_DB. Takes effect at the next lookup; clears the
+  // in-process cache.
+  void set_database(std::optional<std::filesystem::path> user_path,
+                    std::optional<std::vector<std::filesystem::path>> site_paths);
+  // The layered database (opened on first use), or null when none could be opened.
+  db::LayeredDb* database();
+  // This process's GPU and build (needs a device); tests may inject one.
+  const db::EnvironmentInfo& environment();
+  void set_environment(db::EnvironmentInfo env);
+  // An environment was injected or a device can report one (else only the default rule applies).
+  bool environment_known();
+
+  void set_mode(TuneMode mode) { mode_ = mode; }
+  TuneMode mode() const { return mode_; }
+  double max_distance() const { return max_distance_; }
+  void set_max_distance(double d) { max_distance_ = d; }
+  // Drops remembered decisions (after tuning, or a database change).
+  void forget();
+
+ private:
+  std::optional<Decision> from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
+
+  std::mutex mutex_;
+  std::unordered_map<std::string, Decision> cache_;
+  std::optional<std::filesystem::path> user_path_;
+  std::optional<std::vector<std::filesystem::path>> site_paths_;
+  std::unique_ptr<db::LayeredDb> db_;
+  bool db_opened_ = false;
+  std::optional<db::EnvironmentInfo> env_;
+  TuneMode mode_ = TuneMode::Off;
+  double max_distance_ = 1.0;
+};
+
+}  // namespace dfgnn

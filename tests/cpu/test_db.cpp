@@ -1,0 +1,1202 @@
+// The SQLite tuning database (db/): results and pooled candidate statistics, schema versions and
+// migrations, validation of hostile rows, robustness against garbage / truncated / corrupted files
+// and killed writers, concurrent processes on one file, merge / export / prune / verify, and the
+// user-over-site layering.
+#include "test_util.hpp"
+
+#include "error.hpp"
+#include "schema.hpp"
+#include "tuning_db.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using dfgnn::db::CandidateStat;
+using dfgnn::db::EnvironmentInfo;
+using dfgnn::db::LayeredDb;
+using dfgnn::db::ModuleRecord;
+using dfgnn::db::OpKey;
+using dfgnn::db::TuningDb;
+using dfgnn::db::TuningResult;
+using dfgnn::db::TuningRun;
+
+// ------------------------------------------------------------------ helpers
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    std::random_device rd;
+    path = fs::temp_directory_path() /
+           ("dfgnn-db-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path operator/(const std::string& name) const { return path / name; }
+};
+
+dfgnn_fingerprint_t make_fp(int k) {
+  dfgnn_fingerprint_t fp{};
+  fp.version = DFGNN_FINGERPRINT_VERSION;
+  fp.num_nodes = 1000 * (k + 1);
+  fp.num_edges = 8000 * (k + 1) + k;
+  fp.mean_degree = static_cast<double>(fp.num_edges) / static_cast<double>(fp.num_nodes);
+  fp.max_degree = int64_t{64} << (k % 8);
+  fp.p50 = 8;
+  fp.p90 = 16;
+  fp.p99 = 32 + k;
+  fp.p999 = 64 + k;
+  fp.cv = 0.5 + 0.1 * k;
+  fp.gini = 0.3 + 0.001 * k;
+  fp.hist[3] = 0.25;
+  fp.hist[4] = 0.75;
+  fp.top1pct_edge_share = 0.05;
+  fp.hub_rows[0] = k;
+  return fp;
+}
+
+EnvironmentInfo h200() { return EnvironmentInfo{"NVIDIA H200", 90, 132, 12040, 12080, "0.1.0", "t-hash-1"}; }
+EnvironmentInfo a100() { return EnvironmentInfo{"NVIDIA A100-SXM4-80GB", 80, 108, 12040, 12080, "0.1.0", "t-hash-1"}; }
+
+OpKey op_gat(int direction = 0) { return OpKey{0, 0, 4, 64, direction, 0}; }
+
+std::string sched(int lanes, const char* solver = "subwarp") {
+  return std::string(solver) + ":lanes=" + std::to_string(lanes) + ",groups=8,team=1,vec=1,mid=0,threshold=0,chunk=0";
+}
+
+CandidateStat cand(const std::string& schedule, double mean, int64_t count = 10, double sd = 0.01) {
+  CandidateStat c;
+  c.schedule = schedule;
+  c.solver_id = 1;
+  c.count = count;
+  c.mean_ms = mean;
+  c.m2 = sd * sd * static_cast<double>(count - 1);
+  c.min_ms = mean * 0.97;
+  c.median_ms = mean * 0.99;
+  return c;
+}
+
+TuningRun make_run(const EnvironmentInfo& env, const OpKey& op, int fp, std::vector<CandidateStat> candidates,
+                   std::string run_id = {}, int64_t time = 0, std::string host = "host-test") {
+  TuningRun r;
+  r.environment = env;
+  r.op = op;
+  r.fingerprint = make_fp(fp);
+  r.default_schedule = sched(32);
+  r.candidates = std::move(candidates);
+  r.run_id = std::move(run_id);
+  r.unix_time = time;
+  r.host = std::move(host);
+  r.tool_version = "dfgnn-test";
+  return r;
+}
+
+// A validator that emulates "known solver ids and parameter ranges": only the sub-warp solver,
+// lanes in {4, 8, 16, 32}.
+std::string subwarp_only(const TuningResult& r) {
+  if (r.schedule.rfind("subwarp:", 0) != 0) return "unknown solver in \"" + r.schedule + "\"";
+  const size_t pos = r.schedule.find("lanes=");
+  if (pos == std::string::npos) return "no lanes";
+  const int lanes = std::atoi(r.schedule.c_str() + pos + 6);
+  if (lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32) return "lanes " + std::to_string(lanes) + " out of range";
+  return {};
+}
+
+TuningDb::Options with_validator() {
+  TuningDb::Options o;
+  o.validator = subwarp_only;
+  return o;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Direct SQL on a file, bypassing dfgnn (to build foreign, hostile or tampered files).
+void raw_exec(const fs::path& p, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(p.c_str(), &h), SQLITE_OK);
+  sqlite3_busy_timeout(h, 10000);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+  const std::string message = err != nullptr ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(h);
+  ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << message;
+}
+
+int64_t raw_int(const fs::path& p, const std::string& sql) {
+  sqlite3* h = nullptr;
+  sqlite3_open_v2(p.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* s = nullptr;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return v;
+}
+
+template <typename F>
+dfgnn::Error expect_error(F&& f) {
+  try {
+    f();
+  } catch (const dfgnn::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a dfgnn::Error";
+  return dfgnn::Error(DFGNN_STATUS_SUCCESS, "");
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Everything observable about a database's results and modules, with exact floats, without row ids.
+std::map<std::string, std::string> snapshot(TuningDb& db) {
+  std::map<std::string, std::string> out;
+  for (const auto& l : db.list()) {
+    const TuningResult& r = l.result;
+    std::ostringstream k, v;
+    k << r.env_class << '|' << r.template_hash << '|' << r.library_version << '|' << r.op.model << ',' << r.op.dtype
+      << ',' << r.op.heads << ',' << r.op.dim << ',' << r.op.direction << ',' << r.op.variant << '|'
+      << r.fingerprint_hash;
+    v << std::hexfloat << l.problem << '|' << r.solver_id << '|' << r.schedule << '|' << r.stats.count << ','
+      << r.stats.median_ms << ',' << r.stats.mean_ms << ',' << r.stats.variance << ',' << r.stats.min_ms << '|'
+      << r.default_schedule << ',' << r.default_median_ms << '|' << r.runner_up_schedule << ','
+      << r.runner_up_median_ms << '|' << r.runs << '|' << r.host << ',' << r.unix_time << ',' << r.tool_version
+      << '|' << r.environment.gpu_name << ',' << r.environment.driver_version << ',' << r.environment.template_hash;
+    for (const CandidateStat& c : db.pooled_candidates(r.id))
+      v << '\n'
+        << c.schedule << ' ' << c.solver_id << ' ' << c.count << ' ' << c.mean_ms << ' ' << c.m2 << ' ' << c.min_ms
+        << ' ' << c.median_ms;
+    out[k.str()] = v.str();
+  }
+  return out;
+}
+
+// Runs body in a forked child; returns its pid. The child exits with body's return value and never
+// returns into the test framework.
+pid_t spawn(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int code = 1;
+    try {
+      code = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child %d: %s\n", static_cast<int>(getpid()), e.what());
+      code = 2;
+    } catch (...) {
+      code = 3;
+    }
+    std::fflush(stderr);
+    _exit(code);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// ------------------------------------------------------------------ basics
+
+TEST(TuningDbBasic, EnvironmentClassKeepsGpusApart) {
+  EXPECT_EQ(dfgnn::db::environment_class(h200()), "NVIDIA H200|sm_90|132");
+  EnvironmentInfo other = h200();
+  other.driver_version = 13000;
+  other.nvrtc_version = 13000;
+  EXPECT_EQ(dfgnn::db::environment_class(other), dfgnn::db::environment_class(h200()));
+  other.sm_count = 114;  // a cut-down part of the same name
+  EXPECT_NE(dfgnn::db::environment_class(other), dfgnn::db::environment_class(h200()));
+  EXPECT_NE(dfgnn::db::environment_class(a100()), dfgnn::db::environment_class(h200()));
+}
+
+TEST(TuningDbBasic, PutThenFindExact) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "sub/dir/tuning.db");  // creates directories
+  ASSERT_EQ(db->schema_version(), dfgnn::db::kSchemaVersion);
+  auto put = db->put_result(make_run(h200(), op_gat(), 1,
+                                     {cand(sched(32), 1.00), cand(sched(16), 0.80), cand(sched(8), 0.90)}, "run-1",
+                                     1700000000));
+  ASSERT_TRUE(put.has_value());
+  EXPECT_EQ(put->schedule, sched(16));
+  EXPECT_EQ(put->solver_id, 1);
+  EXPECT_EQ(put->stats.count, 10);
+  EXPECT_DOUBLE_EQ(put->stats.mean_ms, 0.80);
+  EXPECT_DOUBLE_EQ(put->stats.median_ms, 0.80 * 0.99);
+  EXPECT_NEAR(put->stats.variance, 0.0001, 1e-12);
+  EXPECT_EQ(put->default_schedule, sched(32));
+  EXPECT_DOUBLE_EQ(put->default_median_ms, 0.99);
+  EXPECT_EQ(put->runner_up_schedule, sched(8));
+  EXPECT_DOUBLE_EQ(put->runner_up_median_ms, 0.90 * 0.99);
+  EXPECT_EQ(put->host, "host-test");
+  EXPECT_EQ(put->unix_time, 1700000000);
+  EXPECT_EQ(put->tool_version, "dfgnn-test");
+  EXPECT_EQ(put->environment, h200());
+  EXPECT_EQ(put->runs, 1);
+  EXPECT_EQ(put->env_class, "NVIDIA H200|sm_90|132");
+  EXPECT_EQ(put->fingerprint_hash, dfgnn::db::fingerprint_hash(make_fp(1)));
+  EXPECT_EQ(put->bucket_key, dfgnn::db::fingerprint_bucket_key(make_fp(1)));
+  EXPECT_EQ(put->source, (dir / "sub/dir/tuning.db").string());
+
+  auto hit = db->find_exact(h200(), op_gat(), make_fp(1));
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->schedule, sched(16));
+  EXPECT_EQ(dfgnn::db::fingerprint_hash(hit->fingerprint), hit->fingerprint_hash);
+  EXPECT_EQ(hit->fingerprint.num_edges, make_fp(1).num_edges);
+
+  // Misses: another fingerprint, op, direction, GPU class, SM count.
+  EXPECT_FALSE(db->find_exact(h200(), op_gat(), make_fp(2)));
+  EXPECT_FALSE(db->find_exact(h200(), OpKey{0, 0, 4, 32, 0, 0}, make_fp(1)));
+  EXPECT_FALSE(db->find_exact(h200(), op_gat(1), make_fp(1)));
+  EXPECT_FALSE(db->find_exact(h200(), OpKey{0, 0, 4, 64, 0, 1}, make_fp(1)));
+  EXPECT_FALSE(db->find_exact(a100(), op_gat(), make_fp(1)));
+  EnvironmentInfo cut = h200();
+  cut.sm_count = 114;
+  EXPECT_FALSE(db->find_exact(cut, op_gat(), make_fp(1)));
+  // Stale build: a different template hash or library version is a miss...
+  EnvironmentInfo stale = h200();
+  stale.template_hash = "t-hash-2";
+  EXPECT_FALSE(db->find_exact(stale, op_gat(), make_fp(1)));
+  stale = h200();
+  stale.library_version = "0.2.0";
+  EXPECT_FALSE(db->find_exact(stale, op_gat(), make_fp(1)));
+  // ...while driver / NVRTC versions are not part of the key, and tools may leave the stamp empty.
+  EnvironmentInfo newer_driver = h200();
+  newer_driver.driver_version = 13000;
+  EXPECT_TRUE(db->find_exact(newer_driver, op_gat(), make_fp(1)));
+  EnvironmentInfo any = h200();
+  any.template_hash.clear();
+  any.library_version.clear();
+  EXPECT_TRUE(db->find_exact(any, op_gat(), make_fp(1)));
+
+  // Results of the new build are kept apart from the old build's.
+  stale = h200();
+  stale.template_hash = "t-hash-2";
+  ASSERT_TRUE(db->put_result(make_run(stale, op_gat(), 1, {cand(sched(4), 0.5)})));
+  EXPECT_EQ(db->find_exact(stale, op_gat(), make_fp(1))->schedule, sched(4));
+  EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(1))->schedule, sched(16));
+  EXPECT_TRUE(db->verify().empty());
+}
+
+TEST(TuningDbBasic, DefaultKeptWhenStatisticallyTied) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  // Within 1 % of the best: the default (lanes=32) stays.
+  auto r = db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.005), cand(sched(16), 1.000)}));
+  EXPECT_EQ(r->schedule, sched(32));
+  EXPECT_EQ(r->runner_up_schedule, sched(16));
+  // Within two standard errors (noisy measurements): tied, default stays.
+  r = db->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1.05, 4, 0.2), cand(sched(16), 1.0, 4, 0.2)}));
+  EXPECT_EQ(r->schedule, sched(32));
+  // Clearly faster: it wins.
+  r = db->put_result(make_run(h200(), op_gat(), 3, {cand(sched(32), 1.0), cand(sched(16), 0.7)}));
+  EXPECT_EQ(r->schedule, sched(16));
+  // Equal means, neither is the default: the smaller schedule text wins.
+  r = db->put_result(make_run(h200(), op_gat(), 4, {cand(sched(8), 0.7), cand(sched(16), 0.7)}));
+  EXPECT_EQ(r->schedule, std::min(sched(8), sched(16)));
+  // Policy without default preference.
+  TuningDb::Options o;
+  o.policy.tie_relative = 0;
+  o.policy.tie_z = 0;
+  auto strict = TuningDb::open_user(dir / "strict.db", o);
+  r = strict->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.005), cand(sched(16), 1.000)}));
+  EXPECT_EQ(r->schedule, sched(16));
+  // min_count: candidates with too few samples are not eligible.
+  TuningDb::Options m;
+  m.policy.min_count = 5;
+  auto counted = TuningDb::open_user(dir / "count.db", m);
+  r = counted->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.0), cand(sched(16), 0.1, 2)}));
+  EXPECT_EQ(r->schedule, sched(32));
+}
+
+TEST(TuningDbBasic, PoolsRunsExactlyAndIgnoresRepeatedRuns) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  const std::vector<double> s1 = {1.0, 1.2, 0.9, 1.1}, s2 = {1.3, 1.25, 1.4, 1.2, 1.35, 1.3};
+  const std::vector<double> t1 = {1.5, 1.6}, t2 = {1.0, 1.05, 0.95};
+  using dfgnn::db::summarize_samples;
+  ASSERT_TRUE(db->put_result(make_run(h200(), op_gat(), 1,
+                                      {summarize_samples(sched(32), 1, s1), summarize_samples(sched(16), 1, t1)},
+                                      "run-a", 100)));
+  auto r = db->put_result(make_run(h200(), op_gat(), 1,
+                                   {summarize_samples(sched(32), 1, s2), summarize_samples(sched(16), 1, t2)},
+                                   "run-b", 200, "other-host"));
+  ASSERT_TRUE(r);
+  std::vector<double> all = s1;
+  all.insert(all.end(), s2.begin(), s2.end());
+  const CandidateStat expect = summarize_samples(sched(32), 1, all);
+  // Pooled lanes=32: mean 1.2, lanes=16: mean (3.1 + 3.0) / 5 = 1.22 -> lanes=32 (default, and fastest).
+  EXPECT_EQ(r->schedule, sched(32));
+  EXPECT_EQ(r->runs, 2);
+  EXPECT_EQ(r->stats.count, expect.count);
+  EXPECT_NEAR(r->stats.mean_ms, expect.mean_ms, 1e-12);
+  EXPECT_NEAR(r->stats.variance, expect.variance(), 1e-12);
+  EXPECT_DOUBLE_EQ(r->stats.min_ms, 0.9);
+  EXPECT_DOUBLE_EQ(r->stats.median_ms, summarize_samples("", 1, s2).median_ms);  // the latest run's
+  EXPECT_EQ(r->host, "other-host");                                              // the latest run's
+  EXPECT_EQ(r->unix_time, 200);
+  const auto pooled = db->pooled_candidates(r->id);
+  ASSERT_EQ(pooled.size(), 2u);
+  EXPECT_EQ(pooled[0].schedule, sched(32));
+  EXPECT_NEAR(pooled[0].m2, expect.m2, 1e-12);
+  EXPECT_NEAR(pooled[1].mean_ms, 6.1 / 5, 1e-12);
+
+  // Storing the same run id again changes nothing.
+  const auto before = snapshot(*db);
+  auto again = db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(4), 0.01)}, "run-b", 300));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->runs, 2);
+  EXPECT_EQ(snapshot(*db), before);
+  // A run id may not be reused for another problem.
+  EXPECT_EQ(expect_error([&] { db->put_result(make_run(h200(), op_gat(), 2, {cand(sched(4), 1)}, "run-b")); }).status(),
+            DFGNN_STATUS_INVALID_ARGUMENT);
+}
+
+TEST(TuningDbBasic, RejectsMalformedRuns) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  auto status_of = [&](TuningRun run) {
+    return expect_error([&] { db->put_result(run); }).status();
+  };
+  EXPECT_EQ(status_of(make_run(h200(), op_gat(), 1, {})), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(32), 2)})),
+            DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(make_run(h200(), op_gat(), 1, {cand(sched(32), 1, 0)})), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(make_run(h200(), op_gat(), 1, {cand(sched(32), std::nan(""))})), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(make_run(h200(), op_gat(), 1, {cand(sched(32), -1)})), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(make_run(h200(), op_gat(), 1, {cand("", 1)})), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(make_run(h200(), OpKey{0, 0, 0, 64, 0, 0}, 1, {cand(sched(32), 1)})),
+            DFGNN_STATUS_INVALID_ARGUMENT);
+  EnvironmentInfo no_stamp = h200();
+  no_stamp.template_hash.clear();
+  EXPECT_EQ(status_of(make_run(no_stamp, op_gat(), 1, {cand(sched(32), 1)})), DFGNN_STATUS_INVALID_ARGUMENT);
+  TuningRun bad_fp = make_run(h200(), op_gat(), 1, {cand(sched(32), 1)});
+  bad_fp.fingerprint.version = 99;
+  EXPECT_EQ(status_of(bad_fp), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(db->stats().runs, 0);
+  // A site (read-only) database refuses writes.
+  db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}));
+  db->export_to(dir / "site.db");
+  auto site = TuningDb::open_site(dir / "site.db");
+  EXPECT_TRUE(site->read_only());
+  EXPECT_EQ(expect_error([&] { site->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)})); }).status(),
+            DFGNN_STATUS_DATABASE_ERROR);
+}
+
+TEST(TuningDbBasic, CandidatesForNearestNeighbourSearch) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  for (int k = 0; k < 4; ++k) db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+  db->put_result(make_run(a100(), op_gat(), 5, {cand(sched(32), 1)}));        // other GPU
+  db->put_result(make_run(h200(), op_gat(1), 6, {cand(sched(32), 1)}));       // other direction
+  const auto all = db->candidates_for(h200(), op_gat());
+  ASSERT_EQ(all.size(), 4u);
+  std::set<std::string> hashes;
+  for (const TuningResult& r : all) {
+    hashes.insert(r.fingerprint_hash);
+    EXPECT_EQ(dfgnn::db::fingerprint_hash(r.fingerprint), r.fingerprint_hash);
+    EXPECT_EQ(r.schedule, sched(8));
+    double d = -1;
+    const dfgnn_fingerprint_t probe = make_fp(1);
+    ASSERT_EQ(dfgnnFingerprintDistance(&r.fingerprint, &probe, &d), DFGNN_STATUS_SUCCESS);
+    EXPECT_GE(d, 0);
+  }
+  EXPECT_EQ(hashes.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(all.begin(), all.end(), [](const TuningResult& a, const TuningResult& b) {
+    return a.fingerprint_hash < b.fingerprint_hash;
+  }));
+  const std::string bucket = dfgnn::db::fingerprint_bucket_key(make_fp(2));
+  const auto in_bucket = db->candidates_for(h200(), op_gat(), bucket);
+  ASSERT_GE(in_bucket.size(), 1u);
+  for (const TuningResult& r : in_bucket) EXPECT_EQ(r.bucket_key, bucket);
+  EXPECT_EQ(db->candidates_for(a100(), op_gat()).size(), 1u);
+}
+
+TEST(TuningDbBasic, ModulesAreContentAddressed) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  ModuleRecord m;
+  m.key = "0123456789abcdef";
+  m.image = std::vector<char>(70000);
+  for (size_t i = 0; i < m.image.size(); ++i) m.image[i] = static_cast<char>(i * 7);
+  m.names = {"dfgnn::fwd<1>", "dfgnn::bwd<2>"};
+  m.lowered = {"_Z3fwdILi1EEvv", "_Z3bwdILi2EEvv"};
+  m.arch = 90;
+  m.nvrtc_version = 12080;
+  m.template_hash = "t-hash-1";
+  db->put_module(m);
+  auto got = db->get_module(m.key);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->image, m.image);
+  EXPECT_EQ(got->names, m.names);
+  EXPECT_EQ(got->lowered, m.lowered);
+  EXPECT_EQ(got->arch, 90);
+  EXPECT_GT(got->created, 0);
+  EXPECT_TRUE(db->get_module(m.key, "t-hash-1", 12080, 90));
+  EXPECT_FALSE(db->get_module(m.key, "t-hash-2"));  // stale template
+  EXPECT_FALSE(db->get_module(m.key, {}, 13000));   // another NVRTC
+  EXPECT_FALSE(db->get_module(m.key, {}, 0, 80));   // another arch
+  EXPECT_FALSE(db->get_module("missing"));
+  ModuleRecord other = m;
+  other.image = {'x'};
+  db->put_module(other);  // same key: the first one stays
+  EXPECT_EQ(db->get_module(m.key)->image, m.image);
+  ModuleRecord bad = m;
+  bad.lowered.pop_back();
+  EXPECT_EQ(expect_error([&] { db->put_module(bad); }).status(), DFGNN_STATUS_INVALID_ARGUMENT);
+  // A malformed stored row is a miss.
+  db.reset();
+  raw_exec(dir / "t.db", "UPDATE modules SET lowered_names = '{not json'");
+  db = TuningDb::open_user(dir / "t.db");
+  EXPECT_FALSE(db->get_module(m.key));
+  EXPECT_FALSE(db->verify().empty());
+}
+
+// ------------------------------------------------------------------ schema versions
+
+TEST(TuningDbSchema, BuiltInStepsReachTheAdvertisedVersion) {
+  EXPECT_EQ(dfgnn::db::detail::target_version(dfgnn::db::detail::builtin_migrations()), dfgnn::db::kSchemaVersion);
+}
+
+TEST(TuningDbSchema, NewerVersionIsRefusedAndLeftUntouched) {
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  { TuningDb::open_user(p)->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)})); }
+  raw_exec(p, "PRAGMA user_version = 7");
+  const std::string bytes = read_bytes(p);
+  const auto e = expect_error([&] { TuningDb::open_user(p); });
+  EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+  EXPECT_TRUE(contains(e.what(), "schema version 7 is newer than this dfgnn supports (1)")) << e.what();
+  EXPECT_TRUE(contains(e.what(), p.string())) << e.what();
+  EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_site(p); }).what(), "newer than this dfgnn supports"));
+  EXPECT_EQ(read_bytes(p), bytes);
+}
+
+TEST(TuningDbSchema, EmptyFileIsInitialisedForeignFileRefused) {
+  TempDir dir;
+  write_bytes(dir / "empty.db", "");
+  auto db = TuningDb::open_user(dir / "empty.db");
+  EXPECT_EQ(db->schema_version(), 1);
+  EXPECT_EQ(raw_int(dir / "empty.db", "PRAGMA application_id"), dfgnn::db::detail::kApplicationId);
+  // Another application's SQLite file: not ours, refused, untouched.
+  raw_exec(dir / "foreign.db", "CREATE TABLE customers (name TEXT); INSERT INTO customers VALUES ('x')");
+  const std::string bytes = read_bytes(dir / "foreign.db");
+  EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_user(dir / "foreign.db"); }).what(), "not a dfgnn"));
+  EXPECT_EQ(read_bytes(dir / "foreign.db"), bytes);
+  raw_exec(dir / "app.db", "PRAGMA application_id = 1234");
+  EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_user(dir / "app.db"); }).what(), "application id"));
+  // A site database must exist and hold a schema.
+  EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_site(dir / "missing.db"); }).what(), "does not exist"));
+}
+
+void add_note_column(dfgnn::db::detail::Connection& c) {
+  c.exec("ALTER TABLE results ADD COLUMN note TEXT DEFAULT 'migrated'; CREATE TABLE extra (x INTEGER)");
+}
+void failing_step(dfgnn::db::detail::Connection& c) {
+  c.exec("ALTER TABLE results ADD COLUMN doomed TEXT");
+  throw dfgnn::Error(DFGNN_STATUS_DATABASE_ERROR, "step failed on purpose");
+}
+
+TEST(TuningDbSchema, OlderVersionIsMigrated) {
+  using dfgnn::db::detail::Migration;
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  {
+    auto v1 = TuningDb::open_user(p);
+    v1->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(16), 0.5)}));
+    v1->export_to(dir / "site-v1.db");
+  }
+  // A future build with one more step (v1 -> v2): the user file is migrated in place.
+  std::vector<Migration> v2_steps = dfgnn::db::detail::builtin_migrations();
+  v2_steps.push_back(Migration{1, "test: add results.note", &add_note_column});
+  TuningDb::Options o2;
+  o2.migrations = &v2_steps;
+  {
+    auto v2 = TuningDb::open_user(p, o2);
+    EXPECT_EQ(v2->schema_version(), 2);
+    auto hit = v2->find_exact(h200(), op_gat(), make_fp(1));
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->schedule, sched(16));
+    v2->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)}));
+    EXPECT_TRUE(v2->verify().empty());
+  }
+  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 2);
+  EXPECT_EQ(raw_int(p, "SELECT count(*) FROM results WHERE note = 'migrated'"), 2);
+  // This build (v1) now refuses the file.
+  EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_user(p); }).what(),
+                       "schema version 2 is newer than this dfgnn supports (1)"));
+  // A read-only v1 site file is migrated in memory; the file is not touched.
+  const std::string site_bytes = read_bytes(dir / "site-v1.db");
+  {
+    auto site = TuningDb::open_site(dir / "site-v1.db", o2);
+    EXPECT_EQ(site->schema_version(), 2);
+    EXPECT_TRUE(site->find_exact(h200(), op_gat(), make_fp(1)));
+  }
+  EXPECT_EQ(read_bytes(dir / "site-v1.db"), site_bytes);
+  // A failing step rolls the whole migration back.
+  std::vector<Migration> broken = dfgnn::db::detail::builtin_migrations();
+  broken.push_back(Migration{1, "test: broken", &failing_step});
+  TuningDb::Options ob;
+  ob.migrations = &broken;
+  fs::copy_file(dir / "site-v1.db", dir / "v1.db");
+  const auto e = expect_error([&] { TuningDb::open_user(dir / "v1.db", ob); });
+  EXPECT_TRUE(contains(e.what(), "migration \"test: broken\" (version 1 -> 2) failed")) << e.what();
+  EXPECT_EQ(raw_int(dir / "v1.db", "PRAGMA user_version"), 1);
+  EXPECT_EQ(raw_int(dir / "v1.db", "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'doomed'"), 0);
+  EXPECT_TRUE(TuningDb::open_user(dir / "v1.db")->find_exact(h200(), op_gat(), make_fp(1)));
+}
+
+// ------------------------------------------------------------------ robustness
+
+TEST(TuningDbRobustness, GarbageFileGivesClearErrorAndIsKept) {
+  TempDir dir;
+  std::string garbage(8192, '\0');
+  std::mt19937 rng(7);
+  for (char& c : garbage) c = static_cast<char>(rng());
+  for (const std::string& content : {garbage, std::string("SQLite format 3")}) {
+    const fs::path p = dir / "garbage.db";
+    write_bytes(p, content);
+    const auto e = expect_error([&] { TuningDb::open_user(p); });
+    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_TRUE(contains(e.what(), p.string())) << e.what();
+    EXPECT_TRUE(contains(e.what(), "not an SQLite database")) << e.what();
+    EXPECT_EQ(expect_error([&] { TuningDb::open_site(p); }).status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_EQ(read_bytes(p), content);
+    EXPECT_FALSE(fs::exists(dir / "garbage.db-wal"));
+  }
+  // A valid header followed by garbage: SQLite's own message comes through.
+  std::string header_then_garbage = garbage;
+  {
+    TuningDb::open_user(dir / "good.db")->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}));
+    TuningDb::open_user(dir / "good.db")->export_to(dir / "snap.db");
+    const std::string good = read_bytes(dir / "snap.db");
+    header_then_garbage = good.substr(0, 100);
+    while (header_then_garbage.size() < good.size()) header_then_garbage += static_cast<char>(rng());
+  }
+  write_bytes(dir / "mixed.db", header_then_garbage);
+  const auto e = expect_error([&] { TuningDb::open_user(dir / "mixed.db"); });
+  EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+  EXPECT_TRUE(contains(e.what(), "SQLite")) << e.what();
+  EXPECT_EQ(read_bytes(dir / "mixed.db"), header_then_garbage);
+}
+
+TEST(TuningDbRobustness, TruncatedFileGivesClearError) {
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  {
+    auto db = TuningDb::open_user(p);
+    for (int k = 0; k < 40; ++k) db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 2)}));
+    ModuleRecord m{"k1", std::vector<char>(200000, 'c'), {"n"}, {"l"}, 90, 12080, "t-hash-1", 0};
+    db->put_module(m);
+  }  // last connection closed: WAL checkpointed into the file
+  ASSERT_FALSE(fs::exists(dir / "t.db-wal"));
+  const std::string full = read_bytes(p);
+  for (size_t keep : {full.size() / 2, size_t{4096}, size_t{50}}) {
+    write_bytes(p, full.substr(0, keep));
+    const auto e = expect_error([&] { TuningDb::open_user(p); });
+    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_TRUE(contains(e.what(), p.string()));
+    EXPECT_TRUE(contains(e.what(), keep >= 100 ? "truncated" : "not an SQLite database")) << e.what();
+    EXPECT_EQ(read_bytes(p).size(), keep);  // untouched
+    // The layered database falls back: no user database, reads answer nothing, writes say why.
+    LayeredDb::Options lo;
+    lo.user_path = p;
+    lo.site_paths = std::vector<fs::path>{};
+    LayeredDb layered(lo);
+    EXPECT_EQ(layered.user(), nullptr);
+    ASSERT_EQ(layered.open_errors().size(), 1u);
+    EXPECT_FALSE(layered.find_exact(h200(), op_gat(), make_fp(1)));
+    const auto w = expect_error([&] { layered.put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)})); });
+    EXPECT_EQ(w.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_TRUE(contains(w.what(), "unusable")) << w.what();
+  }
+}
+
+TEST(TuningDbRobustness, CorruptedPagesAreErrorsOrMissesNeverCrashes) {
+  TempDir dir;
+  {
+    auto db = TuningDb::open_user(dir / "t.db");
+    for (int k = 0; k < 120; ++k)
+      db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 0.5), cand(sched(4), 0.7)}));
+    db->export_to(dir / "site.db");
+  }
+  std::string bytes = read_bytes(dir / "site.db");
+  ASSERT_GT(bytes.size(), 40000u);
+  for (size_t i = 4096 * 3; i < bytes.size() - 4096; i += 4096 * 3)  // every third page from the fourth
+    for (size_t j = 0; j < 512; ++j) bytes[i + 300 + j] = static_cast<char>(0xA5 ^ j);
+  write_bytes(dir / "site.db", bytes);
+  int errors = 0, hits = 0, misses = 0;
+  try {
+    auto site = TuningDb::open_site(dir / "site.db");
+    for (int k = 0; k < 120; ++k) {
+      try {
+        if (auto r = site->find_exact(h200(), op_gat(), make_fp(k))) {
+          EXPECT_EQ(r->schedule, sched(8));  // a hit is never a garbled row
+          ++hits;
+        } else {
+          ++misses;
+        }
+      } catch (const dfgnn::Error& e) {
+        EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+        ++errors;
+      }
+    }
+    EXPECT_FALSE(site->verify().empty());
+  } catch (const dfgnn::Error& e) {
+    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    ++errors;
+  }
+  EXPECT_GT(errors + misses, 0);
+  // Layered over a good user database: the user's answers still come, the broken site never throws.
+  {
+    auto user = TuningDb::open_user(dir / "user.db");
+    user->put_result(make_run(h200(), op_gat(), 7, {cand(sched(16), 0.1)}));
+  }
+  LayeredDb::Options lo;
+  lo.user_path = dir / "user.db";
+  lo.site_paths = std::vector<fs::path>{dir / "site.db"};
+  LayeredDb layered(lo);
+  EXPECT_EQ(layered.find_exact(h200(), op_gat(), make_fp(7))->schedule, sched(16));
+  for (int k = 0; k < 120; ++k) EXPECT_NO_THROW(layered.find_exact(h200(), op_gat(), make_fp(k)));
+  EXPECT_NO_THROW(layered.candidates_for(h200(), op_gat()));
+}
+
+TEST(TuningDbRobustness, WriterKilledMidTransactionLeavesUsableDatabase) {
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  {
+    auto db = TuningDb::open_user(p);
+    for (int k = 0; k < 5; ++k) db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+  }
+  const int64_t environments_before = raw_int(p, "SELECT count(*) FROM environments");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  // The child holds the write lock and has written far more than the page cache (spilled into the
+  // WAL) when it is killed.
+  const pid_t child = spawn([&] {
+    close(ready[0]);
+    auto db = TuningDb::open_user(p);  // schema in place, WAL
+    sqlite3* h = nullptr;
+    if (sqlite3_open(p.c_str(), &h) != SQLITE_OK) return 10;
+    sqlite3_busy_timeout(h, 10000);
+    if (sqlite3_exec(h, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return 11;
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(h,
+                       "INSERT INTO environments (env_class, gpu_name, compute_capability, sm_count, driver_version, "
+                       "nvrtc_version, library_version, template_hash) VALUES ('x', ?1, 1, 1, 1, 1, 'v', "
+                       "'some-long-template-hash-to-fill-pages-quickly')",
+                       -1, &s, nullptr);
+    for (int64_t i = 0;; ++i) {
+      const std::string name = "killed-gpu-" + std::to_string(i) + std::string(64, 'z');
+      sqlite3_bind_text(s, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(s) != SQLITE_DONE) return 12;
+      sqlite3_reset(s);
+      if (i == 30000) {
+        const char c = 'x';
+        if (write(ready[1], &c, 1) != 1) return 13;
+      }
+    }
+  });
+  close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "child failed before its transaction was under way";
+  close(ready[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  kill(child, SIGKILL);
+  EXPECT_EQ(wait_exit(child), 128 + SIGKILL);
+  EXPECT_TRUE(fs::exists(dir / "t.db-wal"));
+  EXPECT_GT(fs::file_size(dir / "t.db-wal"), 0u);  // uncommitted frames were written
+
+  auto db = TuningDb::open_user(p);
+  EXPECT_TRUE(db->verify().empty());
+  EXPECT_EQ(db->stats().environments, environments_before);
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(k))->schedule, sched(8));
+  EXPECT_TRUE(db->put_result(make_run(h200(), op_gat(), 9, {cand(sched(32), 1)})));
+  EXPECT_TRUE(db->verify().empty());
+}
+
+TEST(TuningDbRobustness, WriterKilledDuringPutsLosesNoCommittedRow) {
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  TuningDb::open_user(p);
+  const pid_t child = spawn([&] {
+    auto db = TuningDb::open_user(p);
+    for (int i = 0;; ++i)
+      db->put_result(make_run(h200(), op_gat(), i % 7,
+                              {cand(sched(32), 1 + i * 1e-3), cand(sched(16), 0.9), cand(sched(8), 0.8),
+                               cand(sched(4), 1.2)}));
+    return 0;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (raw_int(p, "SELECT count(*) FROM runs") < 40 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  kill(child, SIGKILL);
+  EXPECT_EQ(wait_exit(child), 128 + SIGKILL);
+  auto db = TuningDb::open_user(p);
+  const auto st = db->stats();
+  EXPECT_GE(st.runs, 40);
+  EXPECT_EQ(st.candidate_stats, 4 * st.runs);  // every committed run is complete
+  EXPECT_EQ(st.results, 7);
+  EXPECT_TRUE(db->verify().empty());
+  for (int k = 0; k < 7; ++k) EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(k))->schedule, sched(8));
+}
+
+// ------------------------------------------------------------------ concurrency
+
+// Deterministic run number `i` of writer `w`: five overlapping problems, four candidates whose
+// means depend on the writer, so the pooled winner depends on all runs.
+TuningRun concurrent_run(int w, int i) {
+  const int problem = i % 5;
+  std::vector<CandidateStat> cs;
+  const int lanes[4] = {4, 8, 16, 32};
+  for (int s = 0; s < 4; ++s) {
+    const double mean = 1.0 + 0.05 * ((s * 7 + problem * 3 + w * 5 + i) % 11);
+    cs.push_back(cand(sched(lanes[s]), mean, 3 + (w + s) % 4, 0.02));
+  }
+  return make_run(h200(), op_gat(), problem, cs, "w" + std::to_string(w) + "-i" + std::to_string(i),
+                  1000 + 100 * i + w, "host-" + std::to_string(w));
+}
+
+TEST(TuningDbConcurrency, ProcessesShareOneFile) {
+  TempDir dir;
+  const fs::path p = dir / "shared/tuning.db";  // not created yet: the writers race to create it
+  constexpr int kWriters = 8, kRuns = 25;
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWriters; ++w)
+    pids.push_back(spawn([&, w] {
+      auto db = TuningDb::open_user(p, with_validator());
+      for (int i = 0; i < kRuns; ++i) {
+        auto r = db->put_result(concurrent_run(w, i));
+        if (!r || subwarp_only(*r) != "") return 20;
+        // Concurrent reads see only whole, valid rows.
+        auto other = db->find_exact(h200(), op_gat(), make_fp((i + 1) % 5));
+        if (other && (subwarp_only(*other) != "" || other->runs < 1)) return 21;
+        for (const TuningResult& c : db->candidates_for(h200(), op_gat()))
+          if (subwarp_only(c) != "") return 22;
+      }
+      return 0;
+    }));
+  // A pure reader alongside: counts never go backwards, every row it sees is valid.
+  pids.push_back(spawn([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!fs::exists(p) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto db = TuningDb::open_user(p, with_validator());
+    int64_t last = 0;
+    while (last < kWriters * kRuns && std::chrono::steady_clock::now() < deadline) {
+      int64_t runs = 0;
+      for (const TuningResult& c : db->candidates_for(h200(), op_gat())) runs += c.runs;
+      if (runs < last) return 30;
+      last = runs;
+    }
+    return last == kWriters * kRuns ? 0 : 31;
+  }));
+  for (pid_t pid : pids) EXPECT_EQ(wait_exit(pid), 0);
+
+  auto db = TuningDb::open_user(p, with_validator());
+  const auto st = db->stats();
+  EXPECT_EQ(st.runs, kWriters * kRuns);  // no lost rows
+  EXPECT_EQ(st.candidate_stats, kWriters * kRuns * 4);
+  EXPECT_EQ(st.results, 5);
+  EXPECT_TRUE(db->verify().empty());
+  // Same decisions as a single process writing the same runs in the opposite order.
+  auto reference = TuningDb::open_user(dir / "reference.db", with_validator());
+  for (int i = kRuns - 1; i >= 0; --i)
+    for (int w = kWriters - 1; w >= 0; --w) reference->put_result(concurrent_run(w, i));
+  EXPECT_EQ(snapshot(*db), snapshot(*reference));
+  // Every process now dispatches identically.
+  std::vector<std::string> decisions;
+  for (int k = 0; k < 5; ++k) decisions.push_back(db->find_exact(h200(), op_gat(), make_fp(k))->schedule);
+  std::vector<pid_t> readers;
+  for (int r = 0; r < 4; ++r)
+    readers.push_back(spawn([&] {
+      auto mine = TuningDb::open_user(p, with_validator());
+      for (int k = 0; k < 5; ++k)
+        if (mine->find_exact(h200(), op_gat(), make_fp(k))->schedule != decisions[k]) return 40;
+      return 0;
+    }));
+  for (pid_t pid : readers) EXPECT_EQ(wait_exit(pid), 0);
+}
+
+// ------------------------------------------------------------------ hostile rows
+
+TEST(TuningDbHostile, ValidatorRejectsUnknownSolversAndOutOfRangeParameters) {
+  TempDir dir;
+  {
+    // Written by a build that knew nothing of these rules (no validator).
+    auto shared = TuningDb::open_user(dir / "shared.db");
+    shared->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.0), cand(sched(16), 1.2)}));
+    shared->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32, "evil"), 0.5), cand(sched(16, "evil"), 0.6)}));
+    shared->put_result(make_run(h200(), op_gat(), 3, {cand(sched(999), 0.4)}));
+    shared->put_result(make_run(h200(), op_gat(), 4, {cand(sched(7), 0.3), cand(sched(16), 0.9)}));
+    shared->export_to(dir / "site.db");
+  }
+  auto site = TuningDb::open_site(dir / "site.db", with_validator());
+  EXPECT_EQ(site->find_exact(h200(), op_gat(), make_fp(1))->schedule, sched(32));
+  EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(2)));  // unknown solver
+  EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(3)));  // out of range
+  EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(4)));  // stored winner out of range
+  const auto candidates = site->candidates_for(h200(), op_gat());
+  ASSERT_EQ(candidates.size(), 1u);
+  EXPECT_EQ(candidates[0].schedule, sched(32));
+  const auto problems = site->verify();
+  // Three rejected rows, and three stored winners that this validator would not have chosen.
+  EXPECT_EQ(problems.size(), 6u) << ::testing::PrintToString(problems);
+  for (const auto& l : site->list()) EXPECT_EQ(l.problem.empty(), l.result.schedule == sched(32)) << l.problem;
+
+  // A database with the validator never chooses such a schedule: merging drops them.
+  auto user = TuningDb::open_user(dir / "user.db", with_validator());
+  const auto report = user->merge_from(dir / "site.db");
+  EXPECT_EQ(report.runs_added, 2);     // problems 1 and 4
+  EXPECT_EQ(report.runs_rejected, 2);  // problems 2 and 3: nothing usable
+  EXPECT_EQ(report.candidates_rejected, 4);
+  EXPECT_EQ(user->find_exact(h200(), op_gat(), make_fp(4))->schedule, sched(16));
+  EXPECT_FALSE(user->find_exact(h200(), op_gat(), make_fp(2)));
+  EXPECT_TRUE(user->verify().empty());
+  // Same at write time.
+  EXPECT_FALSE(user->put_result(make_run(h200(), op_gat(), 5, {cand(sched(32, "evil"), 0.1)})));
+  EXPECT_EQ(user->put_result(make_run(h200(), op_gat(), 6, {cand(sched(3), 0.1), cand(sched(4), 2)}))->schedule,
+            sched(4));
+}
+
+TEST(TuningDbHostile, TamperedRowsAreMissesNeverCrashes) {
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  {
+    auto db = TuningDb::open_user(p, with_validator());
+    for (int k = 0; k < 8; ++k) db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+  }
+  auto id_of = [&](int k) {
+    return std::to_string(raw_int(p, "SELECT r.id FROM results r JOIN fingerprints f ON f.id = r.fingerprint_id "
+                                     "WHERE f.hash = '" + dfgnn::db::fingerprint_hash(make_fp(k)) + "'"));
+  };
+  raw_exec(p, "UPDATE results SET schedule = 'evil:lanes=32' WHERE id = " + id_of(0));
+  raw_exec(p, "UPDATE results SET schedule = 'subwarp:lanes=1000000' WHERE id = " + id_of(1));
+  raw_exec(p, "UPDATE results SET mean_ms = -1 WHERE id = " + id_of(2));
+  raw_exec(p, "UPDATE results SET count = 0 WHERE id = " + id_of(3));
+  raw_exec(p, "UPDATE results SET env_class = 'NVIDIA H200|sm_90|132', environment_id = "
+              "(SELECT id FROM environments LIMIT 1) WHERE id = " + id_of(4));  // consistent: still valid
+  // An A100 environment attached to an H200 result: a foreign-arch row.
+  raw_exec(p, "INSERT INTO environments (env_class, gpu_name, compute_capability, sm_count, driver_version, "
+              "nvrtc_version, library_version, template_hash) VALUES ('NVIDIA A100|sm_80|108', 'NVIDIA A100', 80, "
+              "108, 1, 1, '0.1.0', 't-hash-1')");
+  raw_exec(p, "UPDATE results SET environment_id = (SELECT max(id) FROM environments) WHERE id = " + id_of(5));
+  raw_exec(p, "UPDATE results SET template_hash = 'other' WHERE id = " + id_of(6));
+  raw_exec(p, "UPDATE fingerprints SET text = replace(text, '\"gini\"', '\"gin\"') WHERE hash = '" +
+                  dfgnn::db::fingerprint_hash(make_fp(7)) + "'");
+  auto db = TuningDb::open_user(p, with_validator());
+  for (int k : {0, 1, 2, 3, 5, 6, 7}) EXPECT_FALSE(db->find_exact(h200(), op_gat(), make_fp(k))) << k;
+  EXPECT_TRUE(db->find_exact(h200(), op_gat(), make_fp(4)));
+  EXPECT_EQ(db->candidates_for(h200(), op_gat()).size(), 1u);
+  const auto problems = db->verify();
+  EXPECT_GE(problems.size(), 7u) << ::testing::PrintToString(problems);
+  // The next write to a tampered problem recomputes it from its runs.
+  db->put_result(make_run(h200(), op_gat(), 0, {cand(sched(16), 0.7)}));
+  EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(0))->schedule, sched(8));
+}
+
+// ------------------------------------------------------------------ merge, export, prune
+
+TEST(TuningDbMerge, IdempotentAndOrderIndependent) {
+  TempDir dir;
+  const fs::path a = dir / "a.db", b = dir / "b.db", c = dir / "c.db";
+  const ModuleRecord ma{"mod-a", std::vector<char>(1000, 'a'), {"n1"}, {"l1"}, 90, 12080, "t-hash-1", 50};
+  const ModuleRecord mb{"mod-b", std::vector<char>(1000, 'b'), {"n2"}, {"l2"}, 90, 12080, "t-hash-1", 60};
+  const TuningRun a1 = make_run(h200(), op_gat(), 1, {cand(sched(32), 1.0), cand(sched(16), 1.1)}, "a1", 100, "node-a");
+  {
+    auto db = TuningDb::open_user(a);
+    db->put_result(a1);
+    db->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1.0), cand(sched(8), 0.8)}, "a2", 110, "node-a"));
+    db->put_module(ma);
+  }
+  {
+    auto db = TuningDb::open_user(b);
+    db->put_result(a1);  // b already holds a1 (imported earlier)
+    db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.4, 30), cand(sched(16), 1.05, 30)}, "b1", 120,
+                            "node-b"));
+    db->put_result(make_run(h200(), op_gat(), 3, {cand(sched(32), 1.0), cand(sched(4), 0.9)}, "b2", 130, "node-b"));
+    db->put_module(ma);
+    db->put_module(mb);
+  }
+  {
+    auto db = TuningDb::open_user(c);
+    db->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 0.7), cand(sched(8), 0.9)}, "c1", 140, "node-c"));
+    db->put_result(make_run(h200(), op_gat(), 3, {cand(sched(4), 1.5), cand(sched(16), 0.6)}, "c2", 150, "node-c"));
+    db->put_result(make_run(a100(), op_gat(), 4, {cand(sched(32), 2.0)}, "c3", 160, "node-c"));
+  }
+  auto merged = [&](const std::vector<fs::path>& order, const std::string& name) {
+    auto db = TuningDb::open_user(dir / name);
+    for (const fs::path& src : order) db->merge_from(src);
+    return db;
+  };
+  auto x = merged({a, b, c}, "x.db");
+  auto y = merged({c, b, a}, "y.db");
+  auto z = merged({b, c, a}, "z.db");
+  const auto sx = snapshot(*x);
+  EXPECT_EQ(sx.size(), 4u);
+  EXPECT_EQ(snapshot(*y), sx);
+  EXPECT_EQ(snapshot(*z), sx);
+  // Pooled across nodes: problem 1 has runs a1 and b1 (a1 counted once), and the pooled winner
+  // (lanes=16: (11 + 31.5) / 40 = 1.0625 vs lanes=32: (10 + 42) / 40 = 1.3) differs from a1's.
+  auto p1 = x->find_exact(h200(), op_gat(), make_fp(1));
+  ASSERT_TRUE(p1);
+  EXPECT_EQ(p1->runs, 2);
+  EXPECT_EQ(p1->schedule, sched(16));
+  EXPECT_NEAR(p1->stats.mean_ms, 1.0625, 1e-12);
+  EXPECT_EQ(p1->host, "node-b");  // provenance of the latest run
+  EXPECT_EQ(x->find_exact(a100(), op_gat(), make_fp(4))->host, "node-c");
+  // Merging again changes nothing.
+  for (const fs::path& src : {a, b, c}) {
+    const auto report = x->merge_from(src);
+    EXPECT_EQ(report.runs_added, 0);
+    EXPECT_EQ(report.modules_added, 0);
+    EXPECT_GT(report.runs_present, 0);
+  }
+  EXPECT_EQ(snapshot(*x), sx);
+  EXPECT_EQ(x->merge_from(dir / "y.db").runs_added, 0);  // a merged database into an equal one
+  EXPECT_EQ(snapshot(*x), sx);
+  for (auto* db : {x.get(), y.get(), z.get()}) {
+    EXPECT_TRUE(db->get_module("mod-a"));
+    EXPECT_TRUE(db->get_module("mod-b"));
+    EXPECT_EQ(db->stats().modules, 2);
+    EXPECT_EQ(db->stats().runs, 7);
+    EXPECT_TRUE(db->verify().empty());
+  }
+  // Merging into a database that already has its own runs pools them too.
+  auto own = TuningDb::open_user(a);
+  own->merge_from(b);
+  own->merge_from(c);
+  EXPECT_EQ(snapshot(*own), sx);
+  // A file that is not a database is a clear error.
+  write_bytes(dir / "junk.db", std::string(5000, 'j'));
+  EXPECT_EQ(expect_error([&] { x->merge_from(dir / "junk.db"); }).status(), DFGNN_STATUS_DATABASE_ERROR);
+}
+
+TEST(TuningDbExport, SnapshotOpensImmutableAndReplacesTarget) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "user.db");
+  db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+  db->put_module(ModuleRecord{"m", std::vector<char>(10, 'x'), {"n"}, {"l"}, 90, 1, "t-hash-1", 0});
+  const fs::path out = dir / "exports/site.db";
+  db->export_to(out);
+  db->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)}));
+  db->export_to(out);  // replaces the previous snapshot
+  const std::string header = read_bytes(out).substr(0, 100);
+  EXPECT_EQ(header[18], 1);  // rollback journal: opens immutable anywhere
+  EXPECT_EQ(header[19], 1);
+  EXPECT_EQ(raw_int(out, "PRAGMA user_version"), 1);
+  auto site = TuningDb::open_site(out);
+  EXPECT_EQ(snapshot(*site), snapshot(*db));
+  EXPECT_TRUE(site->get_module("m"));
+  EXPECT_TRUE(site->verify().empty());
+  EXPECT_EQ(site->stats().results, 2);
+  // Reads leave nothing next to an immutable file (no journal, no shared memory, no locks).
+  for (const auto& entry : fs::directory_iterator(dir / "exports"))
+    EXPECT_EQ(entry.path().filename(), "site.db") << entry.path();
+  // A site database can be exported too (e.g. to re-ship it).
+  site->export_to(dir / "copy.db");
+  EXPECT_EQ(snapshot(*TuningDb::open_site(dir / "copy.db")), snapshot(*db));
+}
+
+TEST(TuningDbPrune, ByEnvironmentAgeAndLibraryVersion) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  EnvironmentInfo old_lib = h200();
+  old_lib.library_version = "0.0.9";
+  db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(8), 2)}, "old", 1000));
+  db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 3), cand(sched(8), 1)}, "new", 2000));
+  db->put_result(make_run(a100(), op_gat(), 2, {cand(sched(32), 1)}, "a100", 2000));
+  db->put_result(make_run(old_lib, op_gat(), 3, {cand(sched(32), 1)}, "lib", 2000));
+  db->put_module(ModuleRecord{"m-old", std::vector<char>(4, 'x'), {"n"}, {"l"}, 90, 1, "t-hash-1", 500});
+  db->put_module(ModuleRecord{"m-new", std::vector<char>(4, 'x'), {"n"}, {"l"}, 90, 1, "t-hash-1", 5000});
+  EXPECT_EQ(expect_error([&] { db->prune({}); }).status(), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(1))->runs, 2);
+
+  dfgnn::db::PruneFilter by_class;
+  by_class.env_class = dfgnn::db::environment_class(a100());
+  auto r = db->prune(by_class);
+  EXPECT_EQ(r.runs, 1);
+  EXPECT_EQ(r.results, 1);
+  EXPECT_EQ(r.modules, 0);  // modules are not pruned by environment class
+  EXPECT_FALSE(db->find_exact(a100(), op_gat(), make_fp(2)));
+
+  dfgnn::db::PruneFilter by_age;
+  by_age.older_than = 1500;
+  r = db->prune(by_age);
+  EXPECT_EQ(r.runs, 1);
+  EXPECT_EQ(r.results, 0);
+  EXPECT_EQ(r.modules, 1);
+  auto left = db->find_exact(h200(), op_gat(), make_fp(1));
+  EXPECT_EQ(left->runs, 1);
+  EXPECT_EQ(left->schedule, sched(8));  // recomputed from the remaining run
+  EXPECT_FALSE(db->get_module("m-old"));
+  EXPECT_TRUE(db->get_module("m-new"));
+
+  dfgnn::db::PruneFilter by_lib;
+  by_lib.library_version = "0.0.9";
+  r = db->prune(by_lib);
+  EXPECT_EQ(r.runs, 1);
+  EXPECT_EQ(r.results, 1);
+  const auto st = db->stats();
+  EXPECT_EQ(st.results, 1);
+  EXPECT_EQ(st.runs, 1);
+  EXPECT_EQ(st.fingerprints, 1);   // unused fingerprints went with their results
+  EXPECT_EQ(st.environments, 1);   // as did unused environments
+  EXPECT_TRUE(db->verify().empty());
+}
+
+// ------------------------------------------------------------------ layered
+
+struct ScopedEnv {
+  std::map<std::string, std::optional<std::string>> saved;
+  void set(const std::string& name, const char* value) {
+    if (!saved.count(name)) {
+      const char* old = std::getenv(name.c_str());
+      saved[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value)
+      setenv(name.c_str(), value, 1);
+    else
+      unsetenv(name.c_str());
+  }
+  ~ScopedEnv() {
+    for (auto& [name, value] : saved)
+      if (value)
+        setenv(name.c_str(), value->c_str(), 1);
+      else
+        unsetenv(name.c_str());
+  }
+};
+
+TEST(LayeredDb, DefaultPathsFromEnvironment) {
+  ScopedEnv env;
+  env.set("DFGNN_CACHE_DIR", "/tmp/dfgnn-cache");
+  env.set("XDG_CACHE_HOME", "/tmp/xdg");
+  env.set("HOME", "/home/someone");
+  EXPECT_EQ(LayeredDb::default_user_path(), fs::path("/tmp/dfgnn-cache/tuning.db"));
+  env.set("DFGNN_CACHE_DIR", nullptr);
+  EXPECT_EQ(LayeredDb::default_user_path(), fs::path("/tmp/xdg/dfgnn/tuning.db"));
+  env.set("XDG_CACHE_HOME", "");
+  EXPECT_EQ(LayeredDb::default_user_path(), fs::path("/home/someone/.cache/dfgnn/tuning.db"));
+  env.set("HOME", nullptr);
+  EXPECT_TRUE(LayeredDb::default_user_path().empty());
+  env.set("DFGNN_SITE_DB", "/a/site.db::/b/site.db:");
+  EXPECT_EQ(LayeredDb::default_site_paths(), (std::vector<fs::path>{"/a/site.db", "/b/site.db"}));
+  env.set("DFGNN_SITE_DB", nullptr);
+  EXPECT_TRUE(LayeredDb::default_site_paths().empty());
+}
+
+TEST(LayeredDb, UserOverSitesWritesToUserOnly) {
+  TempDir dir;
+  {
+    auto s1 = TuningDb::open_user(dir / "s1-src.db");
+    s1->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    s1->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    s1->put_module(ModuleRecord{"site-mod", std::vector<char>(4, 's'), {"n"}, {"l"}, 90, 1, "t-hash-1", 0});
+    s1->export_to(dir / "s1.db");
+    auto s2 = TuningDb::open_user(dir / "s2-src.db");
+    s2->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+    s2->put_result(make_run(h200(), op_gat(), 3, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+    s2->export_to(dir / "s2.db");
+    auto u = TuningDb::open_user(dir / "cache/tuning.db");
+    u->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(16), 0.5)}));
+  }
+  ScopedEnv env;
+  env.set("DFGNN_CACHE_DIR", (dir / "cache").c_str());
+  env.set("DFGNN_SITE_DB", ((dir / "s1.db").string() + ":" + (dir / "s2.db").string()).c_str());
+  const std::string s1_bytes = read_bytes(dir / "s1.db");
+  LayeredDb layered;  // paths from the environment
+  ASSERT_NE(layered.user(), nullptr);
+  EXPECT_EQ(layered.user()->path(), dir / "cache/tuning.db");
+  ASSERT_EQ(layered.sites().size(), 2u);
+  EXPECT_TRUE(layered.open_errors().empty());
+  auto r1 = layered.find_exact(h200(), op_gat(), make_fp(1));
+  EXPECT_EQ(r1->schedule, sched(16));  // the user's, over site 1's
+  EXPECT_EQ(r1->source, (dir / "cache/tuning.db").string());
+  auto r2 = layered.find_exact(h200(), op_gat(), make_fp(2));
+  EXPECT_EQ(r2->schedule, sched(4));  // site 1 over site 2
+  EXPECT_EQ(r2->source, (dir / "s1.db").string());
+  EXPECT_EQ(layered.find_exact(h200(), op_gat(), make_fp(3))->schedule, sched(8));
+  EXPECT_FALSE(layered.find_exact(h200(), op_gat(), make_fp(4)));
+  const auto all = layered.candidates_for(h200(), op_gat());
+  ASSERT_EQ(all.size(), 3u);
+  for (const TuningResult& r : all)
+    if (r.fingerprint_hash == dfgnn::db::fingerprint_hash(make_fp(1))) EXPECT_EQ(r.schedule, sched(16));
+  EXPECT_TRUE(layered.get_module("site-mod"));
+  // Writes land in the user database; the sites are never modified.
+  layered.put_result(make_run(h200(), op_gat(), 4, {cand(sched(32), 1)}));
+  layered.put_module(ModuleRecord{"user-mod", std::vector<char>(4, 'u'), {"n"}, {"l"}, 90, 1, "t-hash-1", 0});
+  EXPECT_TRUE(layered.find_exact(h200(), op_gat(), make_fp(4)));
+  EXPECT_EQ(layered.user()->stats().results, 2);
+  EXPECT_EQ(read_bytes(dir / "s1.db"), s1_bytes);
+  EXPECT_FALSE(fs::exists(dir / "s1.db-wal"));
+  EXPECT_FALSE(fs::exists(dir / "s1.db-shm"));
+}
+
+TEST(LayeredDb, UnusableLayersAreSkippedAndKept) {
+  TempDir dir;
+  {
+    auto s = TuningDb::open_user(dir / "src.db");
+    s->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}));
+    s->export_to(dir / "site.db");
+  }
+  write_bytes(dir / "garbage.db", std::string(3000, 'g'));
+  LayeredDb::Options o;
+  o.user_path = dir / "garbage.db";
+  o.site_paths = std::vector<fs::path>{dir / "missing.db", dir / "garbage.db", dir / "site.db"};
+  LayeredDb layered(o);
+  EXPECT_EQ(layered.user(), nullptr);
+  EXPECT_EQ(layered.sites().size(), 1u);
+  EXPECT_EQ(layered.open_errors().size(), 3u);
+  EXPECT_TRUE(layered.find_exact(h200(), op_gat(), make_fp(1)));
+  EXPECT_EQ(expect_error([&] { layered.put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)})); }).status(),
+            DFGNN_STATUS_DATABASE_ERROR);
+  EXPECT_EQ(read_bytes(dir / "garbage.db"), std::string(3000, 'g'));
+  // No user database by choice.
+  LayeredDb::Options none;
+  none.user_path = fs::path();
+  none.site_paths = std::vector<fs::path>{};
+  LayeredDb empty(none);
+  EXPECT_EQ(empty.user(), nullptr);
+  EXPECT_TRUE(empty.open_errors().empty());
+  EXPECT_FALSE(empty.find_exact(h200(), op_gat(), make_fp(1)));
+  EXPECT_TRUE(contains(expect_error([&] { empty.put_module(ModuleRecord{}); }).what(), "disabled"));
+}
+
+}  // namespace

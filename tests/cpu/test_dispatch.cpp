@@ -1,0 +1,223 @@
+// Dispatch through the tuning database without a GPU: an injected environment stands in for the
+// device, so exact hits, nearest-fingerprint reuse, hostile rows, the default fallback, explain,
+// and compiled modules served from the database are all checked on the CPU.
+#include "test_util.hpp"
+
+#include "dispatch.hpp"
+#include "handles.hpp"
+#include "nvrtc.hpp"
+#include "schedule.hpp"
+#include "tuning_db.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+using namespace dfgnn::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+dfgnn::db::EnvironmentInfo test_environment() {
+  dfgnn::db::EnvironmentInfo env;
+  env.gpu_name = "Test GPU";
+  env.compute_capability = 90;
+  env.sm_count = 132;
+  env.library_version = dfgnnGetVersion();
+  env.template_hash = dfgnn::kernel_source_hash();
+  env.nvrtc_version = dfgnn::nvrtc_version();
+  return env;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("dfgnn-dispatch-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A context on its own user database, dispatching as if on the test environment.
+ContextPtr context_on(const fs::path& db) {
+  dfgnn_context_t raw = nullptr;
+  EXPECT_EQ(dfgnnCreate(&raw), DFGNN_STATUS_SUCCESS);
+  EXPECT_EQ(dfgnnSetDatabase(raw, db.c_str(), ""), DFGNN_STATUS_SUCCESS);
+  dfgnn::context_of(raw).dispatcher.set_environment(test_environment());
+  return ContextPtr(raw);
+}
+
+std::string schedule_of(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op) {
+  size_t length = 0;
+  EXPECT_EQ(dfgnnGetSchedule(ctx, g, &op, DFGNN_FORWARD, nullptr, nullptr, 0, &length), DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  std::string text(length + 1, '\0');
+  dfgnnGetSchedule(ctx, g, &op, DFGNN_FORWARD, nullptr, text.data(), text.size(), &length);
+  text.resize(length);
+  return text;
+}
+
+nlohmann::json explain(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op) {
+  size_t length = 0;
+  EXPECT_EQ(dfgnnExplain(ctx, g, &op, DFGNN_FORWARD, nullptr, 0, &length), DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  std::string text(length + 1, '\0');
+  dfgnnExplain(ctx, g, &op, DFGNN_FORWARD, text.data(), text.size(), &length);
+  text.resize(length);
+  return nlohmann::json::parse(text).at(0);
+}
+
+dfgnn_fingerprint_t fingerprint_of(dfgnn_graph_t g) {
+  dfgnn_fingerprint_t fp;
+  EXPECT_EQ(dfgnnGraphGetFingerprint(g, &fp), DFGNN_STATUS_SUCCESS);
+  return fp;
+}
+
+// Stores a tuning run in which `winner` beat the default by far.
+void store_winner(const fs::path& db, dfgnn_graph_t g, const dfgnn_op_t& op, const std::string& winner,
+                  const std::string& default_text, bool validate = true) {
+  dfgnn::db::TuningDb::Options options;
+  if (validate) options.validator = dfgnn::row_problem;
+  auto file = dfgnn::db::TuningDb::open_user(db, options);
+  dfgnn::db::TuningRun run;
+  run.environment = test_environment();
+  run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
+  run.fingerprint = fingerprint_of(g);
+  run.default_schedule = default_text;
+  run.candidates.push_back(dfgnn::db::summarize_samples(winner, static_cast<int32_t>(dfgnn::parse_schedule(winner).solver),
+                                                        {0.50, 0.51, 0.49}));
+  run.candidates.push_back(dfgnn::db::summarize_samples(
+      default_text, static_cast<int32_t>(dfgnn::parse_schedule(default_text).solver), {1.0, 1.02, 0.98}));
+  ASSERT_TRUE(file->put_result(run).has_value());
+}
+
+GraphPtr hub_graph(dfgnn_context_t ctx, uint64_t seed) {
+  dfgnn_graph_t g = nullptr;
+  EXPECT_EQ(dfgnnGraphCreatePlantedHubs(ctx, 4000, 6, 2, 1500, seed, nullptr, &g), DFGNN_STATUS_SUCCESS);
+  return GraphPtr(g);
+}
+
+const dfgnn_op_t kOp = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 1, 64);
+const std::string kWinner = "hybrid:lanes=8,groups=32,team=1,vec=4,mid=8,threshold=128,chunk=512";
+
+}  // namespace
+
+TEST(Dispatch, ExactHitThenCache) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto g = hub_graph(ctx.get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  EXPECT_NE(default_text, kWinner);
+  store_winner(dir.path / "user.db", g.get(), kOp, kWinner, default_text);
+  const nlohmann::json first = explain(ctx.get(), g.get(), kOp);
+  EXPECT_EQ(first.at("level"), "cache");  // explain dispatches once, then reports the remembered answer
+  EXPECT_EQ(first.at("origin"), "exact");
+  EXPECT_EQ(first.at("schedule"), kWinner);
+  EXPECT_NEAR(first.at("median_ms").get<double>(), 0.50, 1e-9);
+  EXPECT_EQ(first.at("default_schedule"), default_text);
+  EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), kWinner);
+}
+
+TEST(Dispatch, NearestFingerprintWithinDistance) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto tuned = hub_graph(ctx.get(), 1);
+  auto similar = hub_graph(ctx.get(), 2);  // same generator, other seed: a nearby fingerprint
+  store_winner(dir.path / "user.db", tuned.get(), kOp, kWinner, schedule_of(make_context().get(), tuned.get(), kOp));
+  double distance = 0;
+  const dfgnn_fingerprint_t a = fingerprint_of(tuned.get()), b = fingerprint_of(similar.get());
+  DFGNN_ASSERT_OK(dfgnnFingerprintDistance(&a, &b, &distance));
+  ASSERT_GT(distance, 0);
+  ASSERT_LT(distance, 1.0);
+  const nlohmann::json e = explain(ctx.get(), similar.get(), kOp);
+  EXPECT_EQ(e.at("origin"), "nearest");
+  EXPECT_EQ(e.at("schedule"), kWinner);
+  EXPECT_NEAR(e.at("distance").get<double>(), distance, 1e-12);
+  // A graph of another shape is too far: the default rule answers.
+  auto uniform = random_graph(ctx.get(), 3000, 8, 5);
+  const nlohmann::json far = explain(ctx.get(), uniform.get(), kOp);
+  EXPECT_EQ(far.at("origin"), "default");
+  EXPECT_EQ(far.at("schedule"), schedule_of(make_context().get(), uniform.get(), kOp));
+}
+
+TEST(Dispatch, OtherGpuClassOrBuildIsAMiss) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  store_winner(dir.path / "user.db", g.get(), kOp, kWinner, default_text);
+  for (int variant = 0; variant < 2; ++variant) {
+    auto ctx = context_on(dir.path / "user.db");
+    dfgnn::db::EnvironmentInfo env = test_environment();
+    if (variant == 0) env.gpu_name = "Other GPU";
+    else env.template_hash = "0000000000000000";
+    dfgnn::context_of(ctx.get()).dispatcher.set_environment(env);
+    EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default") << "variant " << variant;
+  }
+}
+
+TEST(Dispatch, HostileRowsAreNeverUsed) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  // Written without validation, as a hostile shared database could be: vec=8 is not a valid
+  // float32 vector width, lanes=6 is no lane count.
+  store_winner(dir.path / "user.db", g.get(), kOp, "subwarp:lanes=32,groups=8,team=1,vec=8,mid=0,threshold=0,chunk=0",
+               default_text, /*validate=*/false);
+  auto ctx = context_on(dir.path / "user.db");
+  EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default");
+  EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), default_text);
+}
+
+TEST(Dispatch, UnusableDatabaseFallsBackToDefault) {
+  TempDir dir;
+  const fs::path garbage = dir.path / "garbage.db";
+  {
+    std::ofstream f(garbage);
+    f << std::string(3000, 'x');
+  }
+  auto ctx = context_on(garbage);
+  auto g = hub_graph(ctx.get(), 1);
+  EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default");
+  EXPECT_EQ(fs::file_size(garbage), 3000u);  // left untouched
+}
+
+TEST(Dispatch, SecondContextTakesCompiledModulesFromTheDatabase) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  uint64_t compiles = 0, from_db = 0;
+  {
+    auto ctx = context_on(dir.path / "user.db");
+    DFGNN_ASSERT_OK(dfgnnCompile(ctx.get(), g.get(), &kOp, DFGNN_BACKWARD, nullptr, 90));
+    DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), &compiles, nullptr, nullptr));
+    DFGNN_ASSERT_OK(dfgnnGetModulesFromDatabase(ctx.get(), &from_db));
+    EXPECT_EQ(compiles, 3u);  // prep/reduce helpers, row pass, column pass
+    EXPECT_EQ(from_db, 0u);
+  }
+  auto ctx = context_on(dir.path / "user.db");  // a fresh context: an empty in-process cache
+  DFGNN_ASSERT_OK(dfgnnCompile(ctx.get(), g.get(), &kOp, DFGNN_BACKWARD, nullptr, 90));
+  DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), &compiles, nullptr, nullptr));
+  DFGNN_ASSERT_OK(dfgnnGetModulesFromDatabase(ctx.get(), &from_db));
+  EXPECT_EQ(compiles, 0u);
+  EXPECT_EQ(from_db, 3u);
+}
+
+TEST(Dispatch, TuningNeedsAGpuAndModesAreChecked) {
+  auto ctx = make_context();
+  auto g = hub_graph(ctx.get(), 1);
+  int has = 0;
+  DFGNN_ASSERT_OK(dfgnnHasDevice(ctx.get(), &has, nullptr));
+  if (!has) {
+    EXPECT_EQ(dfgnnTune(ctx.get(), g.get(), &kOp, DFGNN_FORWARD, 5.0, nullptr, 0, nullptr), DFGNN_STATUS_NO_DEVICE);
+    EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("no CUDA device"), std::string::npos);
+  }
+  EXPECT_EQ(dfgnnTune(ctx.get(), g.get(), &kOp, DFGNN_FORWARD, 0.0, nullptr, 0, nullptr), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(dfgnnSetTuneMode(ctx.get(), static_cast<dfgnn_tune_mode_t>(7)), DFGNN_STATUS_INVALID_ARGUMENT);
+  DFGNN_ASSERT_OK(dfgnnSetTuneMode(ctx.get(), DFGNN_TUNE_ON_MISS));
+  // Without a device (and without an injected environment) dispatch cannot tune: default rule.
+  if (!has) EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default");
+}
