@@ -1,0 +1,352 @@
+// The command-line tools dfgnn-tune and dfgnn-db, run as processes: arguments, exit codes and
+// messages, the no-GPU path of dfgnn-tune, and every dfgnn-db command on databases written here
+// through db::TuningDb (a fake GPU environment, as in test_dispatch.cpp).
+#include "test_util.hpp"
+
+#include "dispatch.hpp"
+#include "schedule.hpp"
+#include "tuning_db.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#if !defined(DFGNN_TUNE_EXE) || !defined(DFGNN_DB_EXE)
+// Built without the tools (DFGNN_BUILD_TOOLS=OFF): nothing to run.
+TEST(Cli, ToolsNotBuilt) { GTEST_SKIP() << "dfgnn-tune / dfgnn-db are not built (DFGNN_BUILD_TOOLS=OFF)"; }
+#else
+
+using namespace dfgnn::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("dfgnn-cli-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a tool with the given (already quoted) arguments; never reads or writes the user's cache.
+Result run_tool(const char* exe, const std::string& args) {
+  const std::string command = "DFGNN_SITE_DB= DFGNN_LOG_LEVEL=error " + quote(exe) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+Result tune(const std::string& args) { return run_tool(DFGNN_TUNE_EXE, args); }
+Result db(const std::string& args) { return run_tool(DFGNN_DB_EXE, args); }
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t pos = text.find(part); pos != std::string::npos; pos = text.find(part, pos + 1)) ++n;
+  return n;
+}
+
+// ------------------------------------------------------------------ databases written directly
+
+const char* kValid = "subwarp:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0";
+const char* kOther = "subwarp:lanes=16,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0";
+const char* kHostile = "subwarp:lanes=7,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0";
+const char* kEnvClass = "Test GPU|sm_90|132";
+
+dfgnn::db::EnvironmentInfo test_environment(const std::string& gpu = "Test GPU") {
+  dfgnn::db::EnvironmentInfo env;
+  env.gpu_name = gpu;
+  env.compute_capability = 90;
+  env.sm_count = 132;
+  env.library_version = dfgnnGetVersion();
+  env.template_hash = "0123456789abcdef";
+  env.nvrtc_version = 12080;
+  return env;
+}
+
+dfgnn_fingerprint_t hub_fingerprint(uint64_t seed) {
+  auto ctx = make_context();
+  dfgnn_graph_t g = nullptr;
+  EXPECT_EQ(dfgnnGraphCreatePlantedHubs(ctx.get(), 2000, 6, 2, 600, seed, nullptr, &g), DFGNN_STATUS_SUCCESS);
+  GraphPtr owned(g);
+  dfgnn_fingerprint_t fp{};
+  EXPECT_EQ(dfgnnGraphGetFingerprint(g, &fp), DFGNN_STATUS_SUCCESS);
+  return fp;
+}
+
+// Stores one run in which `winner` beat `loser`; `validate` = false writes it as a hostile shared
+// database could (no validator).
+void put(const std::string& path, uint64_t graph_seed, const std::string& winner, const std::string& loser,
+         const std::string& gpu = "Test GPU", bool validate = true, const std::string& run_id = {}) {
+  dfgnn::db::TuningDb::Options options;
+  if (validate) options.validator = dfgnn::row_problem;
+  auto file = dfgnn::db::TuningDb::open_user(path, options);
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 1, 128);
+  const auto solver = static_cast<int32_t>(dfgnn::parse_schedule(kValid).solver);
+  dfgnn::db::TuningRun run;
+  run.environment = test_environment(gpu);
+  run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
+  run.fingerprint = hub_fingerprint(graph_seed);
+  run.default_schedule = loser;
+  run.host = "node-a";
+  run.tool_version = "test";
+  run.run_id = run_id;
+  run.candidates.push_back(dfgnn::db::summarize_samples(winner, solver, {0.50, 0.51, 0.49}));
+  run.candidates.push_back(dfgnn::db::summarize_samples(loser, solver, {1.00, 1.02, 0.98}));
+  ASSERT_TRUE(file->put_result(run).has_value());
+}
+
+// "results             N" from dfgnn-db stats.
+std::string stats_line(const std::string& output, const std::string& key) {
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line))
+    if (contains(line, "  " + key + " ")) return line;
+  return {};
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ dfgnn-tune
+
+TEST(Cli, TuneHelpAndVersion) {
+  Result r = tune("--help");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "Usage: dfgnn-tune")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--budget")) << r.output;
+  r = tune("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(contains(r.output, dfgnnGetVersion())) << r.output;
+}
+
+TEST(Cli, TuneBadArgumentsExit2) {
+  for (const char* args : {"--bogus", "", "data/cora --model resnet", "data/cora --dtype float64",
+                           "data/cora --budget 0", "data/cora --direction sideways", "--rmat 0",
+                           "--hubs 10,2,1", "data/cora --heads 0"}) {
+    const Result r = tune(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "dfgnn-tune: ")) << r.output;
+    EXPECT_EQ(count_of(r.output, "\n"), 1) << "one-line error expected for '" << args << "':\n" << r.output;
+  }
+}
+
+TEST(Cli, TuneMissingGraphExit1) {
+  TempDir dir;
+  const std::string missing = dir / "no-such-graph.txt";
+  const Result r = tune(quote(missing) + " --db " + quote(dir / "t.db"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, missing)) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "t.db"));
+}
+
+TEST(Cli, TuneWithoutGpuFingerprintsThenExit3) {
+  {
+    auto ctx = make_context();
+    int has = 0;
+    DFGNN_ASSERT_OK(dfgnnHasDevice(ctx.get(), &has, nullptr));
+    if (has) GTEST_SKIP() << "a CUDA device is present: the no-GPU path cannot be checked here";
+  }
+  TempDir dir;
+  const std::string cora = std::string(DFGNN_SOURCE_DIR) + "/data/cora";
+  const Result r = tune(quote(cora) + " --model gat,transformer --direction both --budget 1 --db " +
+                        quote(dir / "t.db") + " --json " + quote(dir / "report.json"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(contains(r.output, "fingerprint: 2708 nodes, 10556 edges")) << r.output;
+  EXPECT_TRUE(contains(r.output, "bucket key: n2^")) << r.output;
+  EXPECT_TRUE(contains(r.output, "4 problem(s)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "needs a GPU")) << r.output;
+  EXPECT_TRUE(contains(r.output, "no CUDA device")) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "t.db"));  // nothing tuned, nothing written
+  std::ifstream in(dir / "report.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc.at("problems").size(), 4u);
+  EXPECT_EQ(doc["problems"][0].at("status"), "skipped");
+  EXPECT_EQ(doc["problems"][0].at("fingerprint").at("num_nodes"), 2708);
+}
+
+// ------------------------------------------------------------------ dfgnn-db
+
+TEST(Cli, DbListShowStats) {
+  TempDir dir;
+  const std::string path = dir / "user.db";
+  put(path, 1, kValid, kOther);
+  put(path, 2, kOther, kValid);
+  Result r = db("--db " + quote(path) + " list");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, kEnvClass), 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "transformer/float32/H1/D128/forward")) << r.output;
+  EXPECT_TRUE(contains(r.output, kValid)) << r.output;
+  EXPECT_TRUE(contains(r.output, "node-a")) << r.output;
+  EXPECT_TRUE(contains(r.output, "2 result(s)")) << r.output;
+  EXPECT_FALSE(contains(r.output, "INVALID")) << r.output;
+  r = db("--db " + quote(path) + " list --env 'Other GPU|sm_90|132'");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "0 result(s)")) << r.output;
+
+  r = db("--db " + quote(path) + " show 1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "result 1 in")) << r.output;
+  EXPECT_TRUE(contains(r.output, "pooled candidates (2)")) << r.output;
+  EXPECT_TRUE(contains(r.output, kOther)) << r.output;
+  EXPECT_TRUE(contains(r.output, "Test GPU (sm_90, 132 SMs)")) << r.output;
+  r = db("--db " + quote(path) + " show 99");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "no result with id 99")) << r.output;
+  EXPECT_EQ(db("--db " + quote(path) + " show one").code, 2);
+
+  r = db("--db " + quote(path) + " stats");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(stats_line(r.output, "results"), " 2 ")) << r.output;
+  EXPECT_TRUE(contains(stats_line(r.output, "runs"), " 2")) << r.output;
+}
+
+TEST(Cli, DbExportGivesAReadableSnapshot) {
+  TempDir dir;
+  const std::string path = dir / "user.db", out = dir / "site/site.db";
+  put(path, 1, kValid, kOther);
+  Result r = db("--db " + quote(path) + " export " + quote(out));
+  EXPECT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(fs::exists(out));
+  r = db("--db " + quote(out) + " list");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, kValid)) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 result(s)")) << r.output;
+  r = db("--site " + quote(out) + " stats");  // opened immutable as a site database
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "site, read-only")) << r.output;
+  EXPECT_TRUE(contains(stats_line(r.output, "results"), " 1 ")) << r.output;
+  EXPECT_EQ(db("--site " + quote(out) + " prune --env x").code, 2);  // sites are read-only
+}
+
+TEST(Cli, DbMergeIsIdempotent) {
+  TempDir dir;
+  const std::string a = dir / "a.db", b = dir / "b.db", into = dir / "merged.db";
+  put(a, 1, kValid, kOther, "Test GPU", true, "run-a-1");
+  put(b, 1, kValid, kOther, "Test GPU", true, "run-b-1");  // the same problem, tuned on another node
+  put(b, 2, kOther, kValid, "Test GPU", true, "run-b-2");
+  Result r = db("--db " + quote(into) + " merge " + quote(a) + " " + quote(b));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 run(s) added")) << r.output;
+  EXPECT_TRUE(contains(r.output, "2 run(s) added")) << r.output;
+  const Result first = db("--db " + quote(into) + " stats");
+  r = db("--db " + quote(into) + " import " + quote(a) + " " + quote(b));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "0 run(s) added"), 2) << r.output;
+  const Result second = db("--db " + quote(into) + " stats");
+  EXPECT_EQ(stats_line(first.output, "results"), stats_line(second.output, "results"));
+  EXPECT_EQ(stats_line(first.output, "runs"), stats_line(second.output, "runs"));
+  EXPECT_TRUE(contains(stats_line(second.output, "results"), " 2 ")) << second.output;
+  EXPECT_TRUE(contains(stats_line(second.output, "runs"), " 3")) << second.output;
+  r = db("--db " + quote(into) + " list");
+  EXPECT_TRUE(contains(r.output, "  2  ")) << r.output;  // the shared problem pooled two runs
+  r = db("--db " + quote(into) + " merge " + quote(dir / "missing.db"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "cannot open")) << r.output;
+}
+
+TEST(Cli, DbPrune) {
+  TempDir dir;
+  const std::string path = dir / "user.db";
+  put(path, 1, kValid, kOther);
+  put(path, 2, kValid, kOther, "Other GPU");
+  Result r = db("--db " + quote(path) + " prune");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "filter")) << r.output;
+  r = db("--db " + quote(path) + " prune --env " + quote(kEnvClass));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 run(s), 1 result(s)")) << r.output;
+  r = db("--db " + quote(path) + " list");
+  EXPECT_EQ(count_of(r.output, kEnvClass), 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "Other GPU|sm_90|132")) << r.output;
+  r = db("--db " + quote(path) + " prune --older-than 1");  // everything is fresh
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "0 run(s)")) << r.output;
+  EXPECT_EQ(db("--db " + quote(path) + " prune --older-than -1").code, 2);
+  EXPECT_EQ(db("--db " + quote(path) + " list --older-than 3").code, 2);
+}
+
+TEST(Cli, DbVerify) {
+  TempDir dir;
+  const std::string good = dir / "good.db", bad = dir / "bad.db";
+  put(good, 1, kValid, kOther);
+  Result r = db("--db " + quote(good) + " verify");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "OK")) << r.output;
+
+  put(bad, 1, kValid, kOther);
+  put(bad, 2, kHostile, kValid, "Test GPU", /*validate=*/false);
+  r = db("--db " + quote(bad) + " verify");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "problem(s)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "lanes=7")) << r.output;
+  r = db("--db " + quote(bad) + " list");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(count_of(r.output, "INVALID: "), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 invalid")) << r.output;
+}
+
+TEST(Cli, DbErrors) {
+  TempDir dir;
+  const std::string garbage = dir / "garbage.db";
+  {
+    std::ofstream f(garbage);
+    f << std::string(4096, 'x');
+  }
+  for (const char* command : {"list", "stats", "verify", "show 1", "prune --env x", "export out.db"}) {
+    const Result r = db("--db " + quote(garbage) + " " + command);
+    EXPECT_EQ(r.code, 1) << command << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "not an SQLite database")) << command << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, garbage)) << r.output;
+  }
+  Result m = db("--db " + quote(dir / "new.db") + " merge " + quote(garbage));
+  EXPECT_EQ(m.code, 1) << m.output;
+  EXPECT_TRUE(contains(m.output, "not an SQLite database")) << m.output;
+  EXPECT_FALSE(fs::exists(dir / "new.db"));  // a bad source merges nothing and creates nothing
+  EXPECT_EQ(fs::file_size(garbage), 4096u);  // left untouched
+  const std::string missing = dir / "missing.db";
+  Result r = db("--db " + quote(missing) + " list");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "cannot open " + missing)) << r.output;
+  EXPECT_FALSE(fs::exists(missing));
+  r = db("--db " + quote(dir / "x.db") + " frobnicate");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(db("--db " + quote(dir / "x.db")).code, 2);
+  EXPECT_EQ(db("--bogus list").code, 2);
+  r = db("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(contains(r.output, "merge")) << r.output;
+}
+
+#endif  // DFGNN_TUNE_EXE && DFGNN_DB_EXE
