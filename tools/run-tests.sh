@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: sets up and builds, then all CTest suites in parallel. GPU tests skip with a
-# message where no CUDA device exists.
+# Runs every test: sets up and builds, then all CTest suites in parallel, then the Python package's
+# tests (tools/python-tests.sh: pip install . into a venv, pytest). GPU tests skip with a message
+# where no CUDA device exists. Fails if either part fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DFGNN_BUILD_DIR:-build}
 tools/setup.sh "$build"
-ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "$@"
+status=0
+ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "$@" || status=$?
+# The Python package, installed with pip into $build/python-venv, and its pytest suite.
+DFGNN_BUILD_DIR="$build" tools/python-tests.sh || status=$?
+exit "$status"

@@ -1,0 +1,134 @@
+"""Model and dtype names, op descriptions, and the inputs each model reads."""
+
+from . import _dfgnn
+from ._errors import invalid_argument
+
+Model = _dfgnn.Model
+DType = _dfgnn.DType
+Direction = _dfgnn.Direction
+Op = _dfgnn.Op
+
+#: Inputs each model reads, in dfgnn_inputs_t order (features first, then parameters).
+MODEL_INPUTS = {
+    "gat": ("h", "att_src", "att_dst"),
+    "gatv2": ("h", "h_dst", "att_src"),
+    "transformer": ("q", "k", "v"),
+    "agnn": ("h", "beta"),
+}
+FEATURE_INPUTS = ("h", "h_dst", "q", "k", "v")
+
+_MODEL_NAMES = {"gat": Model.GAT, "gatv2": Model.GATV2, "transformer": Model.TRANSFORMER, "agnn": Model.AGNN,
+                "graph_transformer": Model.TRANSFORMER}
+_DTYPE_NAMES = {
+    "float32": DType.FLOAT32, "fp32": DType.FLOAT32, "float": DType.FLOAT32,
+    "float16": DType.FLOAT16, "fp16": DType.FLOAT16, "half": DType.FLOAT16,
+    "bfloat16": DType.BFLOAT16, "bf16": DType.BFLOAT16,
+    "float64": DType.FLOAT64, "fp64": DType.FLOAT64, "double": DType.FLOAT64,
+}
+_DIRECTIONS = {"forward": Direction.FORWARD, "backward": Direction.BACKWARD}
+
+
+def as_model(model):
+    """A Model from a Model, its value, or a name ("gat", "gatv2", "transformer", "agnn")."""
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, str):
+        key = model.lower()
+        if key in _MODEL_NAMES:
+            return _MODEL_NAMES[key]
+        raise invalid_argument(f"unknown model {model!r}; expected one of {', '.join(MODEL_INPUTS)}")
+    try:
+        return Model(int(model))
+    except (TypeError, ValueError):
+        raise invalid_argument(f"unknown model {model!r}; expected one of {', '.join(MODEL_INPUTS)}") from None
+
+
+def model_name(model):
+    return as_model(model).name.lower()
+
+
+def as_dtype(dtype):
+    """A DType from a DType, a name ("float32", "bf16", ...), a NumPy dtype or a torch dtype."""
+    if isinstance(dtype, DType):
+        return dtype
+    name = str(getattr(dtype, "name", None) or dtype).lower()
+    name = name.replace("torch.", "").replace("numpy.", "")
+    if name in _DTYPE_NAMES:
+        return _DTYPE_NAMES[name]
+    if isinstance(dtype, int):
+        try:
+            return DType(dtype)
+        except ValueError:
+            pass
+    raise invalid_argument(f"unsupported dtype {dtype!r}; dfgnn ops take float32, float16, bfloat16 "
+                           "(GPU) or float64 (reference)", kind="dtype")
+
+
+def as_direction(direction):
+    if isinstance(direction, Direction):
+        return direction
+    if isinstance(direction, str) and direction.lower() in _DIRECTIONS:
+        return _DIRECTIONS[direction.lower()]
+    try:
+        return Direction(int(direction))
+    except (TypeError, ValueError):
+        raise invalid_argument(f"direction must be 'forward' or 'backward', got {direction!r}") from None
+
+
+def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None):
+    """A :class:`dfgnn.Op` with PyG's defaults (slope 0.2, scale 1/sqrt(D), deterministic),
+    overridden where given. ``scale=None`` keeps 1/sqrt(D)."""
+    heads, dim = int(heads), int(dim)
+    if heads < 1 or dim < 1:
+        raise invalid_argument(f"heads and dim must be >= 1, got heads={heads}, dim={dim}")
+    op = Op(as_model(model), as_dtype(dtype), heads, dim)
+    if negative_slope is not None:
+        op.negative_slope = float(negative_slope)
+    if scale is not None:
+        op.scale = float(scale)
+    if deterministic is not None:
+        op.deterministic = 1 if deterministic else 0
+    return op
+
+
+def _shape(x):
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        return tuple(_dfgnn.array_info(x)["shape"])
+    return tuple(int(s) for s in shape)
+
+
+def check_input_names(model, inputs, what="inputs"):
+    """Checks the keys of an inputs dict against the model; returns the model name."""
+    name = model_name(model)
+    if not isinstance(inputs, dict):
+        raise invalid_argument(f"{what} must be a dict {{name: array}}, got {type(inputs).__name__}", kind="type")
+    wanted = MODEL_INPUTS[name]
+    keys = ["att_src" if (name == "gatv2" and k == "att") else k for k in inputs]
+    for k in keys:
+        if k not in wanted:
+            raise invalid_argument(f"{what} has {k!r}, but {name} takes {', '.join(wanted)}")
+    for k in wanted:
+        if k not in keys:
+            raise invalid_argument(f"{what} lacks {k!r}: {name} takes {', '.join(wanted)}")
+    return name
+
+
+def infer_heads_dim(model, inputs, heads=None, dim=None):
+    """H and D from the first feature input ([N, H, D]); [N, H*D] features need ``heads``."""
+    name = check_input_names(model, inputs)
+    first = next(k for k in MODEL_INPUTS[name] if k in inputs)
+    shape = _shape(inputs[first])
+    if len(shape) == 3:
+        return (int(heads) if heads is not None else shape[1]), (int(dim) if dim is not None else shape[2])
+    if len(shape) == 2:
+        if heads is None and dim is None:
+            raise invalid_argument(f"inputs[{first!r}] has shape {list(shape)}: pass heads (and dim) for [N, H*D] "
+                                   "features, or give them as [N, H, D]", kind="shape")
+        if heads is None:
+            heads = shape[1] // int(dim)
+        if dim is None:
+            dim = shape[1] // int(heads)
+        return int(heads), int(dim)
+    raise invalid_argument(f"inputs[{first!r}] must have shape [N, H, D] or [N, H*D], got {list(shape)}",
+                           kind="shape")

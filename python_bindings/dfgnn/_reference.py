@@ -1,0 +1,50 @@
+"""Float64 reference ops on host arrays (dfgnnReferenceForward / dfgnnReferenceBackward)."""
+
+import numpy as np
+
+from . import _dfgnn
+from ._op import MODEL_INPUTS, _shape, check_input_names, infer_heads_dim, make_op
+
+
+def _reference_op(graph, model, inputs, heads, dim, negative_slope, scale):
+    name = check_input_names(model, inputs)
+    heads, dim = infer_heads_dim(name, inputs, heads, dim)
+    return make_op(name, "float64", heads, dim, negative_slope=negative_slope, scale=scale)
+
+
+def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_slope=0.2, scale=None):
+    """Forward of one attention op in float64 on the host.
+
+    ``model``: "gat", "gatv2", "transformer" or "agnn" (or a :class:`dfgnn.Model`).
+    ``inputs``: dict of C-contiguous float64 host arrays (NumPy, or CPU tensors through DLPack):
+
+    - gat: ``h`` [N, H, D], ``att_src`` [H, D], ``att_dst`` [H, D]
+    - gatv2: ``h`` [N, H, D] (source side, aggregated), ``h_dst`` [N, H, D], ``att_src`` (or ``att``) [H, D]
+    - transformer: ``q``, ``k``, ``v`` [N, H, D]
+    - agnn: ``h`` [N, H, D], ``beta`` [1]
+
+    Features may also be [N, H*D] with ``heads`` given, attention vectors [1, H, D] or [H*D].
+    ``negative_slope`` (GAT, GATv2) and ``scale`` (Transformer; None = 1/sqrt(D)) as in PyG.
+
+    Returns ``(out, lse)``: out [N, H, D] and the per-(node, head) log-sum-exp of the scores
+    [N, H] (-inf for nodes without in-edges), both new float64 NumPy arrays.
+    """
+    op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale)
+    n = graph.num_nodes
+    out = np.empty((n, op.heads, op.dim), dtype=np.float64)
+    lse = np.empty((n, op.heads), dtype=np.float64)
+    _dfgnn.reference_forward(graph._h, op, dict(inputs), out, lse)
+    return out, lse
+
+
+def reference_backward(graph, model, inputs, grad_out, heads=None, dim=None, *, negative_slope=0.2, scale=None):
+    """Backward of :func:`reference_forward`: given d(loss)/d(out) (``grad_out``, [N, H, D]),
+    returns a dict with the gradient of every input (same keys and shapes as ``inputs``, new
+    float64 NumPy arrays)."""
+    op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale)
+    grads = {k: np.empty(_shape(v), dtype=np.float64) for k, v in inputs.items()}
+    _dfgnn.reference_backward(graph._h, op, dict(inputs), grad_out, grads)
+    return grads
+
+
+__all__ = ["reference_forward", "reference_backward", "MODEL_INPUTS"]

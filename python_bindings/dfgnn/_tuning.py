@@ -1,0 +1,52 @@
+"""Tuning and dispatch: the tuning database layers, the tune-on-miss switch, tuning, explain."""
+
+import json
+import os
+
+from . import _dfgnn
+from ._errors import invalid_argument
+from ._op import as_direction
+
+_MODES = {"off": 0, "on_miss": 1}
+
+
+def _context(context):
+    return _dfgnn.default_context() if context is None else context
+
+
+def set_tune_mode(mode, context=None):
+    """Dispatch's tune switch: ``"off"`` (never tune implicitly; the default, env DFGNN_TUNE=off)
+    or ``"on_miss"`` (tune a pass when the database has no answer; needs a GPU)."""
+    if isinstance(mode, bool):
+        mode = "on_miss" if mode else "off"
+    if mode not in _MODES:
+        raise invalid_argument(f"tune mode must be 'off' or 'on_miss', got {mode!r}")
+    _context(context).set_tune_mode(_MODES[mode])
+
+
+def set_database(user=None, sites=None, context=None):
+    """The tuning database layers of a context. ``user``: the writable database file (None: the
+    default, $DFGNN_CACHE_DIR/tuning.db, else $XDG_CACHE_HOME/dfgnn/tuning.db, else
+    ~/.cache/dfgnn/tuning.db; "": none). ``sites``: read-only databases, highest priority first,
+    a list or a ':'-separated string (None: $DFGNN_SITE_DB; "" or []: none). An unusable file is
+    logged and skipped."""
+    if user is not None:
+        user = os.fspath(user)
+    if sites is not None and not isinstance(sites, str):
+        sites = ":".join(os.fspath(s) for s in sites)
+    _context(context).set_database(user, sites)
+
+
+def tune(graph, op, direction="forward", budget_seconds=20.0, *, context=None):
+    """Tunes an op direction on a graph within ``budget_seconds`` (forward: one pass; backward:
+    the row pass, then the column pass), stores the winners in the user database and makes the
+    context dispatch them. Needs a GPU. Returns the report: a list with one dict per pass
+    (winner, default, speedup, runner-up, counts, reason)."""
+    text = _dfgnn.tune(_context(context), graph._h, op, as_direction(direction), float(budget_seconds))
+    return json.loads(text) if text else []
+
+
+def explain(graph, op, direction="forward", *, context=None):
+    """How dispatch answers for an op direction: a list with one dict per pass (level "cache",
+    "exact", "nearest", "tuned" or "default", the schedule, and the database row's statistics)."""
+    return json.loads(_dfgnn.explain(_context(context), graph._h, op, as_direction(direction)))

@@ -1,0 +1,75 @@
+"""pytest configuration of dfgnn's Python tests (tests/python).
+
+The tests import the *installed* package (`pip install .`, see tools/python-tests.sh); nothing here
+puts python_bindings/ on sys.path. They need neither a GPU nor PyTorch: tests that do are skipped
+with the reason. No test reads ../shared/datasets.
+"""
+
+import importlib.util
+import os
+import pathlib
+import tempfile
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# Hermetic tuning database: the default context's user database goes to a scratch directory, no
+# site database, no implicit tuning (set before dfgnn creates its first context).
+os.environ["DFGNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="dfgnn-pytest-")
+os.environ.pop("DFGNN_SITE_DB", None)
+os.environ["DFGNN_TUNE"] = "off"
+
+
+def _has_torch():
+    return importlib.util.find_spec("torch") is not None
+
+
+def _device():
+    import dfgnn
+    return dfgnn.has_device()
+
+
+HAS_TORCH = _has_torch()
+
+
+def _torch_cuda():
+    if not HAS_TORCH:
+        return False, "PyTorch is not installed"
+    import torch
+    if not torch.cuda.is_available():
+        return False, "torch.cuda.is_available() is False"
+    has, reason = _device()
+    if not has:
+        return False, f"dfgnn sees no CUDA device: {reason}"
+    return True, ""
+
+
+requires_torch = pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed (dfgnn.torch tests)")
+
+
+def requires_gpu(fn):
+    """Skips unless dfgnn reports a usable CUDA device (the reason is dfgnn's)."""
+    has, reason = _device()
+    return pytest.mark.skipif(not has, reason=f"dfgnn.has_device(): {reason}")(fn)
+
+
+def requires_torch_cuda(fn):
+    ok, reason = _torch_cuda()
+    return pytest.mark.skipif(not ok, reason=reason)(fn)
+
+
+@pytest.fixture(scope="session")
+def repo():
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def cora_path():
+    return REPO / "data" / "cora"
+
+
+@pytest.fixture
+def rng():
+    import numpy as np
+    return np.random.default_rng(12345)

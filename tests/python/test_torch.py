@@ -1,0 +1,220 @@
+"""dfgnn.torch: autograd ops and PyG-style layers. Skipped without PyTorch (CPU float64 path) or
+without a CUDA device (fused kernels); the skip reason says which."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import dfgnn
+import npref
+from conftest import HAS_TORCH, requires_torch, requires_torch_cuda
+
+if HAS_TORCH:
+    import torch
+    import dfgnn.torch as dt
+
+HAS_PYG = importlib.util.find_spec("torch_geometric") is not None
+requires_pyg = pytest.mark.skipif(not HAS_PYG, reason="torch_geometric is not installed")
+
+MODELS = ["gat", "gatv2", "transformer", "agnn"]
+EDGES = np.array([(0, 1), (0, 1), (1, 2), (3, 2), (4, 2), (5, 2), (0, 2), (2, 0), (3, 3), (4, 5),
+                  (5, 4), (1, 3), (6, 2), (2, 1)])
+N = 7
+
+
+def _call(model, g, t, **kw):
+    if model == "gat":
+        return dt.gat(g, t["h"], t["att_src"], t["att_dst"], **kw)
+    if model == "gatv2":
+        return dt.gatv2(g, t["h"], t["h_dst"], t["att_src"], **kw)
+    if model == "transformer":
+        return dt.transformer(g, t["q"], t["k"], t["v"], **kw)
+    return dt.agnn(g, t["h"], t["beta"], **kw)
+
+
+def _tensors(model, heads, dim, device, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    inputs = npref.random_inputs(model, N, heads, dim, rng)
+    out = {}
+    for k, v in inputs.items():
+        feature = k in ("h", "h_dst", "q", "k", "v")
+        t = torch.tensor(v, device=device, dtype=dtype if feature or dtype == torch.float64 else torch.float32)
+        out[k] = t.requires_grad_()
+    return inputs, out
+
+
+# ---------------------------------------------------------------- CPU float64 path (torch only)
+
+
+@requires_torch
+@pytest.mark.parametrize("model", MODELS)
+def test_cpu_float64_forward_backward(model):
+    g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
+    inputs, t = _tensors(model, 2, 3, "cpu", torch.float64)
+    out = _call(model, g, t)
+    want, _ = npref.forward(model, N, EDGES, inputs)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    ref = dfgnn.reference_backward(g, model, inputs, grad_out.numpy())
+    for k in inputs:
+        np.testing.assert_allclose(t[k].grad.numpy(), ref[k], rtol=1e-12, atol=1e-12)
+
+
+@requires_torch
+@pytest.mark.parametrize("model", MODELS)
+def test_gradcheck_float64(model):
+    g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
+    _, t = _tensors(model, 2, 3, "cpu", torch.float64)
+    names = list(t)
+    fn = lambda *xs: _call(model, g, dict(zip(names, xs)))  # noqa: E731
+    assert torch.autograd.gradcheck(fn, tuple(t[k] for k in names), eps=1e-6, atol=1e-6)
+
+
+@requires_torch
+def test_edge_index_tensor_is_cached():
+    ei = torch.tensor(EDGES.T.copy())
+    g1 = dt.graph(ei, N)
+    assert dt.graph(ei, N) is g1
+    assert dt.graph(ei, N, add_self_loops=True) is not g1
+    ei[0, 0] = 3      # in-place change: rebuilt
+    assert dt.graph(ei, N) is not g1
+
+
+@requires_torch
+def test_cpu_float32_is_rejected():
+    g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
+    _, t = _tensors("gat", 1, 4, "cpu", torch.float32)
+    with pytest.raises(dfgnn.DTypeError, match="float64 reference ops"):
+        _call("gat", g, t)
+
+
+# ---------------------------------------------------------------- layers vs PyG (float64 on the CPU)
+
+
+def _pyg_pair(name, **kw):
+    import torch_geometric.nn as pnn
+    ours = getattr(dt, name)(**kw).double()
+    theirs = getattr(pnn, name)(**kw).double()
+    theirs.load_state_dict(ours.state_dict())
+    return ours, theirs
+
+
+@requires_torch
+@requires_pyg
+@pytest.mark.parametrize("name,kw", [
+    ("GATConv", dict(in_channels=5, out_channels=4, heads=3)),
+    ("GATConv", dict(in_channels=5, out_channels=4, heads=2, concat=False, residual=True, negative_slope=0.25)),
+    ("GATv2Conv", dict(in_channels=5, out_channels=4, heads=3)),
+    ("GATv2Conv", dict(in_channels=5, out_channels=4, heads=2, share_weights=True, negative_slope=0.25)),
+    ("TransformerConv", dict(in_channels=5, out_channels=4, heads=3)),
+    ("TransformerConv", dict(in_channels=5, out_channels=4, heads=2, concat=False, beta=True)),
+    ("AGNNConv", dict()),
+])
+def test_layers_match_pyg(name, kw):
+    torch.manual_seed(0)
+    ours, theirs = _pyg_pair(name, **kw)
+    x = torch.randn(N, 5, dtype=torch.float64)
+    ei = torch.tensor(EDGES.T.copy())
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    a, b = ours(x1, ei), theirs(x2, ei)
+    # dfgnn_op_t holds negative_slope as a float: PyG's default 0.2 becomes 0.2f (relative 1.5e-8)
+    slope = kw.get("negative_slope", 0.2)
+    tol = dict(rtol=1e-10, atol=1e-10) if name in ("TransformerConv", "AGNNConv") or slope == 0.25 else \
+        dict(rtol=1e-7, atol=1e-8)
+    torch.testing.assert_close(a, b, **tol)
+    go = torch.randn_like(a)
+    a.backward(go)
+    b.backward(go)
+    torch.testing.assert_close(x1.grad, x2.grad, **tol)
+    theirs_params = dict(theirs.named_parameters())
+    for pname, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs_params[pname].grad, **tol, msg=pname)
+
+
+# ---------------------------------------------------------------- fused kernels (CUDA)
+
+TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float16": dict(rtol=2e-2, atol=2e-2),
+       "bfloat16": dict(rtol=5e-2, atol=5e-2)}
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("dtype_name", ["float32", "float16", "bfloat16"])
+def test_cuda_matches_reference(model, dtype_name):
+    dtype, tol = getattr(torch, dtype_name), TOL[dtype_name]
+    g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
+    inputs, t = _tensors(model, 2, 8, "cuda", dtype)
+    out = _call(model, g, t)
+    assert out.dtype == dtype and out.is_cuda
+    # the reference on the inputs as rounded to dtype
+    rounded = {k: v.detach().double().cpu().numpy() for k, v in t.items()}
+    want, _ = dfgnn.reference_forward(g, model, rounded)
+    torch.testing.assert_close(out.double().cpu(), torch.from_numpy(want), **tol)
+    go = torch.randn_like(out)
+    out.backward(go)
+    ref = dfgnn.reference_backward(g, model, rounded, go.double().cpu().numpy())
+    for k in t:
+        torch.testing.assert_close(t[k].grad.double().cpu(), torch.from_numpy(ref[k]), **tol, msg=k)
+
+
+@requires_torch_cuda
+def test_cuda_deterministic_and_stream():
+    g = dfgnn.Graph.planted_hubs(5000, 8, 2, 3000, seed=1, add_self_loops=True)
+    torch.manual_seed(1)
+    h = torch.randn(5000, 4, 16, device="cuda", requires_grad=True)
+    a_s = torch.randn(4, 16, device="cuda", requires_grad=True)
+    a_d = torch.randn(4, 16, device="cuda", requires_grad=True)
+    results = []
+    s = torch.cuda.Stream()
+    for run in range(2):
+        for p in (h, a_s, a_d):
+            p.grad = None
+        with torch.cuda.stream(s if run else torch.cuda.current_stream()):
+            out = dt.gat(g, h, a_s, a_d)
+            out.square().sum().backward()
+        torch.cuda.synchronize()
+        results.append([out.detach().clone()] + [p.grad.clone() for p in (h, a_s, a_d)])
+    for x, y in zip(*results):
+        assert torch.equal(x, y)
+
+
+@requires_torch_cuda
+@requires_pyg
+@pytest.mark.parametrize("name,kw", [
+    ("GATConv", dict(in_channels=16, out_channels=8, heads=8)),
+    ("GATv2Conv", dict(in_channels=16, out_channels=8, heads=4)),
+    ("TransformerConv", dict(in_channels=16, out_channels=16, heads=4)),
+    ("AGNNConv", dict()),
+])
+def test_cuda_layers_match_pyg(name, kw, cora_path):
+    import torch_geometric.nn as pnn
+    torch.manual_seed(0)
+    ours = getattr(dt, name)(**kw).cuda()
+    theirs = getattr(pnn, name)(**kw).cuda()
+    theirs.load_state_dict(ours.state_dict())
+    ei = torch.from_numpy(np.loadtxt(cora_path / "edges.txt", dtype=np.int64, comments="#").T.copy()).cuda()
+    x = torch.randn(2708, 16, device="cuda")
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    a, b = ours(x1, ei), theirs(x2, ei)
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    go = torch.randn_like(a)
+    a.backward(go)
+    b.backward(go)
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-3, atol=1e-4)
+    theirs_params = dict(theirs.named_parameters())
+    for pname, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, theirs_params[pname].grad, rtol=1e-3, atol=1e-3, msg=pname)
+
+
+@requires_torch_cuda
+def test_cuda_errors():
+    g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
+    _, t = _tensors("gat", 1, 4, "cuda", torch.float32)
+    with pytest.raises(dfgnn.DeviceError):
+        dt.GATFunction.apply(g, t["h"], t["att_src"].cpu(), t["att_dst"], 0.2, True, None)
+    with pytest.raises(dfgnn.InvalidArgumentError, match="the graph has 7 nodes"):
+        dt.gat(g, t["h"][:5], t["att_src"], t["att_dst"])
+    with pytest.raises(dfgnn.DTypeError):
+        dt.GATFunction.apply(g, t["h"], t["att_src"].double(), t["att_dst"], 0.2, True, None)

@@ -1,0 +1,61 @@
+"""Tuning from Python: database layers, the tune switch, explain (no GPU needed), tune (GPU)."""
+
+import pytest
+
+import dfgnn
+from conftest import requires_gpu
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    c = dfgnn.Context()
+    dfgnn.set_database(user=tmp_path / "tuning.db", sites=[], context=c)
+    return c
+
+
+def test_explain_default_rule(ctx, cora_path):
+    g = dfgnn.Graph.from_file(cora_path, add_self_loops=True)
+    op = dfgnn.op("gat", "float32", heads=8, dim=8)
+    fwd = dfgnn.explain(g, op, context=ctx)
+    assert isinstance(fwd, list) and len(fwd) == 1
+    assert fwd[0]["level"] in ("default", "cache") and fwd[0]["schedule"]
+    assert fwd[0]["schedule"] == dfgnn.ops.schedule(g, op, context=ctx)
+    bwd = dfgnn.explain(g, op, "backward", context=ctx)
+    assert len(bwd) == 2 and bwd[0]["pass"] != bwd[1]["pass"]
+    assert "|".join(p["schedule"] for p in bwd) == dfgnn.ops.schedule(g, op, "backward", context=ctx)
+
+
+def test_database_layers(tmp_path, cora_path):
+    c = dfgnn.Context()
+    # a missing site database is logged and skipped; "" disables the user database
+    dfgnn.set_database(user="", sites=[tmp_path / "nope.db", tmp_path / "other.db"], context=c)
+    g = dfgnn.Graph.from_file(cora_path)
+    assert dfgnn.explain(g, dfgnn.op("agnn", "float16", 1, 16), context=c)[0]["schedule"]
+    dfgnn.set_database(context=c)     # back to the environment's defaults
+    assert c.modules_from_database() == 0
+
+
+def test_tune_mode(ctx):
+    dfgnn.set_tune_mode("on_miss", context=ctx)
+    dfgnn.set_tune_mode("off", context=ctx)
+    dfgnn.set_tune_mode(False, context=ctx)
+    with pytest.raises(dfgnn.InvalidArgumentError, match="'off' or 'on_miss'"):
+        dfgnn.set_tune_mode("sometimes", context=ctx)
+
+
+def test_tune_needs_a_device(ctx):
+    if dfgnn.has_device()[0]:
+        pytest.skip("a CUDA device is present (see test_tune_on_gpu)")
+    g = dfgnn.Graph.rmat(10, 8000, seed=1)
+    with pytest.raises(dfgnn.NoDeviceError):
+        dfgnn.tune(g, dfgnn.op("transformer", "float32", 2, 32), budget_seconds=1, context=ctx)
+
+
+@requires_gpu
+def test_tune_on_gpu(ctx):
+    g = dfgnn.Graph.rmat(12, 40000, seed=1, add_self_loops=True)
+    op = dfgnn.op("transformer", "float32", 2, 32)
+    report = dfgnn.tune(g, op, budget_seconds=5, context=ctx)
+    assert len(report) == 1
+    after = dfgnn.explain(g, op, context=ctx)
+    assert after[0]["level"] in ("cache", "tuned", "exact")
