@@ -125,7 +125,9 @@ class PassMeasurer final : public tuner::Measurer {
         set.lse = DeviceBuffer(nh * sizeof(float));
         set.grad_out = DeviceBuffer(nhd * elem);
         helpers_.fill(set.grad_out.get(), static_cast<long long>(nhd), true, seed++, -1.f, 1.f, stream_);
-        forward(ctx_, g_, op_, set.inputs, set.out.get(), set.lse.as<float>(), args(to_string(defaults_.row)));
+        const int32_t vec = static_cast<int32_t>(16 / dtype_size(op_.dtype));
+        const Schedule fwd = default_schedule(pass_problem(g_, op_, PassKind::Forward, vec));
+        forward(ctx_, g_, op_, set.inputs, set.out.get(), set.lse.as<float>(), args(to_string(fwd)));
       }
     }
     // The trusted result: the default schedule's outputs on set 0.
