@@ -6,6 +6,7 @@
 // Exit codes: 0 success, 1 failure (a CUDA / cuSPARSE / NVRTC / dfgnn call failed, or a graph
 // file could not be read), 2 bad arguments, 3 no usable GPU (after the arguments and graphs were
 // checked).
+#include "cli_common.hpp"
 #include "dfgnn_bench_baseline.hpp"
 #include "dfgnn_bench_common.hpp"
 
@@ -21,16 +22,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
-#include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -40,51 +37,19 @@ using namespace bench;
 
 namespace {
 
-constexpr int kExitFailure = 1, kExitBadArgs = 2, kExitNoGpu = 3;
+using cli::BadArgs;
+using cli::dtype_name;
+using cli::kExitNoGpu;
+using cli::model_name;
+using cli::split;
+
 constexpr int kMaxRotations = 8;
 constexpr double kL2Multiple = 3.0;  // rotated input sets cover at least 3x the L2 cache
 constexpr const char* kTool = "dfgnn-bench";
 
-struct BadArgs {
-  std::string message;
-};
-
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// ---------------------------------------------------------------- names
-
-const char* model_name(dfgnn_model_t m) {
-  switch (m) {
-    case DFGNN_MODEL_GAT: return "gat";
-    case DFGNN_MODEL_GATV2: return "gatv2";
-    case DFGNN_MODEL_TRANSFORMER: return "transformer";
-    case DFGNN_MODEL_AGNN: return "agnn";
-  }
-  return "?";
-}
-
-const char* dtype_name(dfgnn_dtype_t d) {
-  switch (d) {
-    case DFGNN_DTYPE_FLOAT32: return "float32";
-    case DFGNN_DTYPE_FLOAT16: return "float16";
-    case DFGNN_DTYPE_BFLOAT16: return "bfloat16";
-    case DFGNN_DTYPE_FLOAT64: return "float64";
-  }
-  return "?";
-}
-
 size_t dtype_bytes(dfgnn_dtype_t d) { return d == DFGNN_DTYPE_FLOAT32 ? 4 : d == DFGNN_DTYPE_FLOAT64 ? 8 : 2; }
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::string cur;
-  std::istringstream in(text);
-  while (std::getline(in, cur, sep)) {
-    const auto b = cur.find_first_not_of(" \t"), e = cur.find_last_not_of(" \t");
-    if (b != std::string::npos) parts.push_back(cur.substr(b, e - b + 1));
-  }
-  return parts;
-}
 
 // ---------------------------------------------------------------- per-model tensor accounting
 
@@ -286,10 +251,7 @@ class Timer {
 // ---------------------------------------------------------------- options
 
 struct Options {
-  std::vector<std::string> graph_paths;
-  std::vector<int> rmat_scales;
-  int64_t rmat_edges = 0;
-  std::vector<std::string> hubs;
+  std::vector<cli::GraphSpec> graphs;
   bool self_loops = false;
   std::vector<dfgnn_model_t> models;
   std::vector<dfgnn_dtype_t> dtypes;
@@ -307,73 +269,6 @@ struct Options {
   std::string command_line;
 };
 
-struct HubSpec {
-  int64_t nodes = 0;
-  int32_t avg_degree = 0, hubs = 0;
-  int64_t hub_degree = 0;
-};
-
-HubSpec parse_hubs(const std::string& text) {
-  const std::vector<std::string> parts = split(text, ',');
-  if (parts.size() != 4) throw BadArgs{fmt::format("--hubs '{}' is not N,AVG,HUBS,HUBDEG", text)};
-  int64_t v[4];
-  for (int i = 0; i < 4; ++i) {
-    try {
-      size_t used = 0;
-      v[i] = std::stoll(parts[i], &used);
-      if (used != parts[i].size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      throw BadArgs{fmt::format("--hubs '{}': '{}' is not an integer", text, parts[i])};
-    }
-  }
-  if (v[0] < 1 || v[1] < 0 || v[2] < 0 || v[3] < 0 || v[1] > INT32_MAX || v[2] > INT32_MAX)
-    throw BadArgs{fmt::format("--hubs '{}': need N >= 1 and AVG, HUBS, HUBDEG >= 0", text)};
-  return {v[0], static_cast<int32_t>(v[1]), static_cast<int32_t>(v[2]), v[3]};
-}
-
-std::vector<dfgnn_model_t> parse_models(const std::vector<std::string>& args) {
-  std::vector<dfgnn_model_t> out;
-  auto add = [&](dfgnn_model_t m) {
-    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
-  };
-  for (const std::string& arg : args)
-    for (const std::string& m : split(arg, ',')) {
-      if (m == "all") {
-        for (dfgnn_model_t x : {DFGNN_MODEL_GAT, DFGNN_MODEL_GATV2, DFGNN_MODEL_TRANSFORMER, DFGNN_MODEL_AGNN}) add(x);
-      } else if (m == "gat") {
-        add(DFGNN_MODEL_GAT);
-      } else if (m == "gatv2") {
-        add(DFGNN_MODEL_GATV2);
-      } else if (m == "transformer" || m == "gt") {
-        add(DFGNN_MODEL_TRANSFORMER);
-      } else if (m == "agnn") {
-        add(DFGNN_MODEL_AGNN);
-      } else {
-        throw BadArgs{fmt::format("--model '{}' is not gat, gatv2, transformer, agnn or all", m)};
-      }
-    }
-  return out;
-}
-
-std::vector<dfgnn_dtype_t> parse_dtypes(const std::vector<std::string>& args) {
-  std::vector<dfgnn_dtype_t> out;
-  for (const std::string& arg : args)
-    for (const std::string& d : split(arg, ',')) {
-      dfgnn_dtype_t t;
-      if (d == "float32" || d == "fp32" || d == "f32") {
-        t = DFGNN_DTYPE_FLOAT32;
-      } else if (d == "float16" || d == "fp16" || d == "f16" || d == "half") {
-        t = DFGNN_DTYPE_FLOAT16;
-      } else if (d == "bfloat16" || d == "bf16") {
-        t = DFGNN_DTYPE_BFLOAT16;
-      } else {
-        throw BadArgs{fmt::format("--dtype '{}' is not float32, float16 or bfloat16", d)};
-      }
-      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
-    }
-  return out;
-}
-
 // Returns nullopt after printing help or the version.
 std::optional<Options> parse_args(int argc, char** argv) {
   po::options_description visible(
@@ -383,15 +278,16 @@ std::optional<Options> parse_args(int argc, char** argv) {
       "bytes / measured device copy bandwidth) and an unfused cuSPARSE baseline.\n"
       "Exit codes: 0 ok, 1 failure, 2 bad arguments, 3 no usable GPU.\n\nOptions");
   Options o;
+  cli::GraphArgs graph_args;
   std::vector<std::string> models, dtypes, schedules;
   std::string direction = "forward";
   visible.add_options()
     ("help,h", "show this help")
     ("version", "print the version")
-    ("graph", po::value(&o.graph_paths)->composing(), "graph file (.txt[.gz] edge list, .mtx) or dataset directory (repeatable)")
-    ("rmat", po::value(&o.rmat_scales)->composing(), "R-MAT graph with 2^SCALE nodes (repeatable); a,b,c = 0.57,0.19,0.19, deduplicated, no self-loops, permuted ids")
-    ("rmat-edges", po::value(&o.rmat_edges), "edges to sample per R-MAT graph (default 16 * 2^SCALE)")
-    ("hubs", po::value(&o.hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
+    ("graph", po::value(&graph_args.paths)->composing(), "graph file (.txt[.gz] edge list, .mtx) or dataset directory (repeatable)")
+    ("rmat", po::value(&graph_args.rmat_scales)->composing(), "R-MAT graph with 2^SCALE nodes (repeatable); a,b,c = 0.57,0.19,0.19, deduplicated, no self-loops, permuted ids")
+    ("rmat-edges", po::value(&graph_args.rmat_edges), "edges to sample per R-MAT graph (default 16 * 2^SCALE)")
+    ("hubs", po::value(&graph_args.hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
     ("self-loops", "remove self-loops and add one per node (PyG's add_self_loops) on every graph")
     ("seed", po::value(&o.seed)->default_value(1), "seed of generated graphs and of the random inputs")
     ("model", po::value(&models)->composing(), "gat, gatv2, transformer, agnn or all (repeatable, or comma-separated; default transformer)")
@@ -410,46 +306,28 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("no-baseline", "skip the cuSPARSE baseline")
     ("dry-run", "check arguments, load graphs and list the configurations and schedules, without a GPU");
   po::variables_map vm;
-  try {
+  cli::parse_options([&] {
     po::store(po::command_line_parser(argc, argv).options(visible).run(), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw BadArgs{fmt::format("{} (see --help)", e.what())};
-  }
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return std::nullopt;
-  }
-  if (vm.count("version")) {
-    fmt::print("{} {}\n", kTool, dfgnnGetVersion());
-    return std::nullopt;
-  }
+  });
+  if (cli::print_help_or_version(kTool, vm.count("help") > 0, vm.count("version") > 0, visible)) return std::nullopt;
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
   o.self_loops = vm.count("self-loops") > 0;
   o.baseline = vm.count("no-baseline") == 0;
   o.dry_run = vm.count("dry-run") > 0;
-  if (o.graph_paths.empty() && o.rmat_scales.empty() && o.hubs.empty())
+  if (graph_args.empty())
     throw BadArgs{"no graph given: use --graph PATH, --rmat SCALE or --hubs N,AVG,HUBS,HUBDEG (see --help)"};
-  for (int s : o.rmat_scales)
-    if (s < 1 || s > 30) throw BadArgs{fmt::format("--rmat {} is not a scale in 1..30", s)};
-  if (o.rmat_edges < 0) throw BadArgs{"--rmat-edges must be >= 0"};
-  if (vm.count("rmat-edges") && o.rmat_scales.empty()) throw BadArgs{"--rmat-edges needs --rmat"};
-  for (const std::string& h : o.hubs) parse_hubs(h);
-  o.models = parse_models(models.empty() ? std::vector<std::string>{"transformer"} : models);
-  o.dtypes = parse_dtypes(dtypes.empty() ? std::vector<std::string>{"float32"} : dtypes);
-  if (o.models.empty()) throw BadArgs{"--model lists no model"};
-  if (o.dtypes.empty()) throw BadArgs{"--dtype lists no dtype"};
-  if (o.heads < 1) throw BadArgs{fmt::format("--heads {} must be >= 1", o.heads)};
-  if (o.dim < 1) throw BadArgs{fmt::format("--dim {} must be >= 1", o.dim)};
-  if (direction == "forward") {
-    o.forward = true, o.backward = false;
-  } else if (direction == "backward") {
-    o.forward = false, o.backward = true;
-  } else if (direction == "both") {
-    o.forward = true, o.backward = true;
-  } else {
-    throw BadArgs{fmt::format("--direction '{}' is not forward, backward or both", direction)};
-  }
+  for (int s : graph_args.rmat_scales) cli::check_rmat_scale(s);  // before the --rmat-edges checks
+  graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
+  o.graphs = cli::graph_specs(graph_args, /*reject_empty_paths=*/false);
+  o.models = cli::parse_models(models);
+  o.dtypes = cli::parse_dtypes(dtypes);
+  cli::require_models(o.models);
+  cli::require_dtypes(o.dtypes);
+  cli::check_heads_dim(o.heads, o.dim);
+  const std::vector<dfgnn_direction_t> directions = cli::parse_direction(direction);
+  o.forward = std::find(directions.begin(), directions.end(), DFGNN_FORWARD) != directions.end();
+  o.backward = std::find(directions.begin(), directions.end(), DFGNN_BACKWARD) != directions.end();
   std::vector<std::string> list;
   for (const std::string& s : schedules)
     for (const std::string& x : split(s, ';')) list.push_back(x);
@@ -469,14 +347,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
   if (o.iters < 1) throw BadArgs{fmt::format("--iters {} must be >= 1", o.iters)};
   if (o.rotations < 0 || o.rotations > 64) throw BadArgs{fmt::format("--rotations {} must be in 0..64", o.rotations)};
   if (o.device < 0) throw BadArgs{fmt::format("--device {} must be >= 0", o.device)};
-  if (vm.count("json")) {
-    if (o.json_path.empty()) throw BadArgs{"--json needs a file name"};
-    const std::filesystem::path parent = std::filesystem::absolute(o.json_path).parent_path();
-    std::error_code ec;
-    if (!std::filesystem::is_directory(parent, ec))
-      throw BadArgs{fmt::format("--json {}: directory {} does not exist", o.json_path, parent.string())};
-    if (std::filesystem::is_directory(o.json_path, ec)) throw BadArgs{fmt::format("--json {} is a directory", o.json_path)};
-  }
+  if (vm.count("json")) cli::check_json_path(o.json_path);
   return o;
 }
 
@@ -495,13 +366,27 @@ struct Graphs {
   }
 };
 
+// The call a failed graph creation names in its message (the text this tool has always printed).
+std::string create_call(const cli::GraphSpec& spec) {
+  switch (spec.kind) {
+    case cli::GraphSpec::Kind::File: return fmt::format("dfgnnGraphCreateFromFile({})", spec.path);
+    case cli::GraphSpec::Kind::Rmat:
+      return "dfgnnGraphCreateRmat(ctx, scale, edges, 0.57, 0.19, 0.19, DFGNN_RMAT_DEDUPLICATE | "
+             "DFGNN_RMAT_NO_SELF_LOOPS | DFGNN_RMAT_PERMUTE_IDS, o.seed, &options, &g)";
+    case cli::GraphSpec::Kind::Hubs:
+      return "dfgnnGraphCreatePlantedHubs(ctx, h.nodes, h.avg_degree, h.hubs, h.hub_degree, o.seed, &options, &g)";
+  }
+  return "dfgnnGraphCreate";
+}
+
 // Loads every graph; a failure (missing file, bad generator arguments) throws Failure (exit 1).
 void load_graphs(dfgnn_context_t ctx, const Options& o, Graphs& graphs) {
   dfgnn_graph_options_t options = dfgnnGraphDefaultOptions();
   options.add_self_loops = o.self_loops ? 1 : 0;
-  const std::string loops = o.self_loops ? "+loops" : "";
-  auto finish = [&](std::string name, dfgnn_graph_t g) {
-    graphs.list.push_back({std::move(name), g});
+  for (const cli::GraphSpec& spec : o.graphs) {
+    dfgnn_graph_t g = nullptr;
+    cli::check(cli::create_graph(ctx, spec, o.seed, &options, &g), create_call(spec));
+    graphs.list.push_back({cli::graph_name(spec, o.seed, o.self_loops), g});
     GraphEntry& entry = graphs.list.back();
     BENCH_DFGNN(dfgnnGraphGetSize(g, &entry.n, &entry.e));
     dfgnn_fingerprint_t fp;
@@ -509,42 +394,12 @@ void load_graphs(dfgnn_context_t ctx, const Options& o, Graphs& graphs) {
     entry.max_degree = fp.max_degree;
     if (entry.n > INT32_MAX || entry.e > INT32_MAX)
       throw Failure{fmt::format("graph {}: {} nodes / {} edges exceed int32", entry.name, entry.n, entry.e)};
-  };
-  for (const std::string& path : o.graph_paths) {
-    dfgnn_graph_t g = nullptr;
-    const dfgnn_status_t st = dfgnnGraphCreateFromFile(ctx, path.c_str(), &options, &g);
-    if (st != DFGNN_STATUS_SUCCESS)
-      throw Failure{fmt::format("dfgnnGraphCreateFromFile({}): {}: {}", path, dfgnnGetStatusString(st), dfgnnGetLastErrorMessage())};
-    finish(path + loops, g);
-  }
-  for (int scale : o.rmat_scales) {
-    const int64_t edges = o.rmat_edges > 0 ? o.rmat_edges : (int64_t{16} << scale);
-    dfgnn_graph_t g = nullptr;
-    BENCH_DFGNN(dfgnnGraphCreateRmat(ctx, scale, edges, 0.57, 0.19, 0.19,
-                                     DFGNN_RMAT_DEDUPLICATE | DFGNN_RMAT_NO_SELF_LOOPS | DFGNN_RMAT_PERMUTE_IDS, o.seed,
-                                     &options, &g));
-    finish(fmt::format("rmat-s{}-e{}-seed{}{}", scale, edges, o.seed, loops), g);
-  }
-  for (const std::string& text : o.hubs) {
-    const HubSpec h = parse_hubs(text);
-    dfgnn_graph_t g = nullptr;
-    BENCH_DFGNN(dfgnnGraphCreatePlantedHubs(ctx, h.nodes, h.avg_degree, h.hubs, h.hub_degree, o.seed, &options, &g));
-    finish(fmt::format("hubs-n{}-avg{}-h{}x{}-seed{}{}", h.nodes, h.avg_degree, h.hubs, h.hub_degree, o.seed, loops), g);
   }
 }
 
 // ---------------------------------------------------------------- schedules
 
-// Reads a string through the library's buffer protocol (call with capacity 0 to size it).
-template <typename F>
-std::string read_text(F&& call, const char* what) {
-  size_t length = 0;
-  check_dfgnn(call(nullptr, size_t{0}, &length), what);
-  std::string text(length + 1, '\0');
-  check_dfgnn(call(text.data(), text.size(), &length), what);
-  text.resize(length);
-  return text;
-}
+using cli::read_text;
 
 std::string get_schedule(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op, dfgnn_direction_t dir,
                          const char* schedule) {
@@ -1174,15 +1029,6 @@ class Session {
   dfgnn_graph_t g_ = nullptr;
 };
 
-std::string iso_date() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // Plans every (graph, model, dtype) without touching the GPU: resolves the dispatch schedules and
 // the candidates, so bad schedules are reported before the device check.
 std::vector<Config> plan(dfgnn_context_t ctx, const Options& o, const Graphs& graphs) {
@@ -1242,13 +1088,6 @@ void print_plan(const Options& o, const Graphs& graphs, const std::vector<Config
   }
 }
 
-struct ContextGuard {
-  dfgnn_context_t ctx = nullptr;
-  ~ContextGuard() {
-    if (ctx) dfgnnDestroy(ctx);
-  }
-};
-
 struct StreamGuard {
   cudaStream_t stream = nullptr;
   ~StreamGuard() {
@@ -1261,7 +1100,7 @@ int run(int argc, char** argv) {
   if (!parsed) return 0;
   const Options& o = *parsed;
 
-  ContextGuard context;
+  cli::ContextGuard context;
   BENCH_DFGNN(dfgnnCreate(&context.ctx));
   dfgnn_context_t ctx = context.ctx;
   Graphs graphs;
@@ -1322,7 +1161,7 @@ int run(int argc, char** argv) {
     json doc;
     doc["tool"] = kTool;
     doc["version"] = dfgnnGetVersion();
-    doc["date"] = iso_date();
+    doc["date"] = cli::iso_date();
     doc["command"] = o.command_line;
     doc["device"] = {{"name", dev.name},         {"ordinal", dev.ordinal},           {"sm_count", dev.sm_count},
                      {"arch", dev.arch},         {"l2_bytes", dev.l2_bytes},         {"memory_bytes", dev.memory_bytes},
@@ -1373,17 +1212,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const BadArgs& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.message);
-    return kExitBadArgs;
-  } catch (const Failure& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.message);
-    return kExitFailure;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.what());
-    return kExitFailure;
-  }
-}
+int main(int argc, char** argv) { return cli::run_main(kTool, [&] { return run(argc, argv); }); }

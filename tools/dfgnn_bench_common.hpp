@@ -2,6 +2,8 @@
 // buffer. Uses only the public C API of dfgnn plus CUDA, cuSPARSE and NVRTC.
 #pragma once
 
+#include "cli_common.hpp"
+
 #include <dfgnn/dfgnn.h>
 
 #include <cuda_runtime.h>
@@ -16,14 +18,9 @@
 namespace bench {
 
 // Any failure while benchmarking: main prints the message and exits 1.
-struct Failure {
-  std::string message;
-};
+using Failure = cli::Failure;
 
-inline void check_dfgnn(dfgnn_status_t status, const char* call) {
-  if (status != DFGNN_STATUS_SUCCESS)
-    throw Failure{fmt::format("{}: {}: {}", call, dfgnnGetStatusString(status), dfgnnGetLastErrorMessage())};
-}
+inline void check_dfgnn(dfgnn_status_t status, const char* call) { cli::check(status, call); }
 
 inline void check_cuda(cudaError_t status, const char* call) {
   if (status != cudaSuccess)

@@ -4,6 +4,7 @@
 //
 // Exit codes: 0 success, 1 failure (a database cannot be opened, is corrupt, or verify found
 // problems), 2 bad arguments.
+#include "cli_common.hpp"
 #include "dispatch.hpp"
 #include "error.hpp"
 #include "tuning_db.hpp"
@@ -22,7 +23,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,15 +34,11 @@ using namespace dfgnn::db;
 
 namespace {
 
-constexpr int kExitFailure = 1, kExitBadArgs = 2;
-constexpr const char* kTool = "dfgnn-db";
+using cli::BadArgs;
+using cli::Failure;
+using cli::kExitFailure;
 
-struct BadArgs {
-  std::string message;
-};
-struct Failure {
-  std::string message;
-};
+constexpr const char* kTool = "dfgnn-db";
 
 const char* kUsage =
     "Usage: dfgnn-db [--db PATH] [--site PATH]... COMMAND [ARGS]\n\n"
@@ -69,23 +65,13 @@ const char* kUsage =
 // ---------------------------------------------------------------- formatting
 
 std::string model_text(int32_t m) {
-  switch (m) {
-    case DFGNN_MODEL_GAT: return "gat";
-    case DFGNN_MODEL_GATV2: return "gatv2";
-    case DFGNN_MODEL_TRANSFORMER: return "transformer";
-    case DFGNN_MODEL_AGNN: return "agnn";
-  }
-  return fmt::format("model{}", m);
+  const char* name = cli::find_model_name(m);
+  return name != nullptr ? name : fmt::format("model{}", m);
 }
 
 std::string dtype_text(int32_t d) {
-  switch (d) {
-    case DFGNN_DTYPE_FLOAT32: return "float32";
-    case DFGNN_DTYPE_FLOAT16: return "float16";
-    case DFGNN_DTYPE_BFLOAT16: return "bfloat16";
-    case DFGNN_DTYPE_FLOAT64: return "float64";
-  }
-  return fmt::format("dtype{}", d);
+  const char* name = cli::find_dtype_name(d);
+  return name != nullptr ? name : fmt::format("dtype{}", d);
 }
 
 std::string pass_text(int32_t p) {
@@ -385,20 +371,11 @@ int run(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("words", -1);
   po::variables_map vm;
-  try {
+  cli::parse_options([&] {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw BadArgs{fmt::format("{} (see --help)", e.what())};
-  }
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return 0;
-  }
-  if (vm.count("version")) {
-    fmt::print("{} {}\n", kTool, dfgnnGetVersion());
-    return 0;
-  }
+  });
+  if (cli::print_help_or_version(kTool, vm.count("help") > 0, vm.count("version") > 0, visible)) return 0;
   // The library logs rejected rows on its "dfgnn" logger; the commands report them themselves.
   if (std::getenv("DFGNN_LOG_LEVEL") == nullptr && spdlog::get("dfgnn") == nullptr) {
     auto logger = spdlog::stderr_color_mt("dfgnn");
@@ -498,19 +475,12 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const BadArgs& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.message);
-    return kExitBadArgs;
-  } catch (const Failure& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.message);
-    return kExitFailure;
-  } catch (const dfgnn::Error& e) {
-    fmt::print(stderr, "{}: {}: {}\n", kTool, dfgnnGetStatusString(e.status()), e.what());
-    return kExitFailure;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.what());
-    return kExitFailure;
-  }
+  return cli::run_main(kTool, [&] {
+    try {
+      return run(argc, argv);
+    } catch (const dfgnn::Error& e) {  // the library's errors name their status
+      fmt::print(stderr, "{}: {}: {}\n", kTool, dfgnnGetStatusString(e.status()), e.what());
+      return kExitFailure;
+    }
+  });
 }

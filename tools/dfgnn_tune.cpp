@@ -11,6 +11,8 @@
 //
 // Exit codes: 0 success, 1 failure (a graph could not be read, a tuning call failed), 2 bad
 // arguments, 3 no usable GPU (after the graphs were loaded and checked).
+#include "cli_common.hpp"
+
 #include <dfgnn/dfgnn.h>
 
 #include <boost/program_options.hpp>
@@ -25,10 +27,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -42,44 +42,17 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kExitFailure = 1, kExitBadArgs = 2, kExitNoGpu = 3;
+using cli::BadArgs;
+using cli::check;
+using cli::direction_name;
+using cli::dtype_name;
+using cli::Failure;
+using cli::kExitFailure;
+using cli::kExitNoGpu;
+using cli::model_name;
+using cli::read_text;
+
 constexpr const char* kTool = "dfgnn-tune";
-
-struct BadArgs {
-  std::string message;
-};
-struct Failure {
-  std::string message;
-};
-
-void check(dfgnn_status_t status, const std::string& what) {
-  if (status != DFGNN_STATUS_SUCCESS)
-    throw Failure{fmt::format("{}: {}: {}", what, dfgnnGetStatusString(status), dfgnnGetLastErrorMessage())};
-}
-
-// Reads a string through the library's buffer protocol (call with capacity 0 to size it).
-template <typename F>
-std::string read_text(F&& call, const std::string& what) {
-  size_t length = 0;
-  check(call(nullptr, size_t{0}, &length), what);
-  std::string text(length + 1, '\0');
-  check(call(text.data(), text.size(), &length), what);
-  text.resize(length);
-  return text;
-}
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(sep, start), text.size());
-    std::string part = text.substr(start, end - start);
-    const auto b = part.find_first_not_of(" \t"), e = part.find_last_not_of(" \t");
-    if (b != std::string::npos) parts.push_back(part.substr(b, e - b + 1));
-    start = end + 1;
-  }
-  return parts;
-}
 
 // Single-quotes a word for a POSIX shell when it needs quoting.
 std::string shell_quote(const std::string& s) {
@@ -98,58 +71,10 @@ std::string duration_text(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-std::string iso_date() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-// ---------------------------------------------------------------- names
-
-const char* model_name(dfgnn_model_t m) {
-  switch (m) {
-    case DFGNN_MODEL_GAT: return "gat";
-    case DFGNN_MODEL_GATV2: return "gatv2";
-    case DFGNN_MODEL_TRANSFORMER: return "transformer";
-    case DFGNN_MODEL_AGNN: return "agnn";
-  }
-  return "?";
-}
-
-const char* dtype_name(dfgnn_dtype_t d) {
-  switch (d) {
-    case DFGNN_DTYPE_FLOAT32: return "float32";
-    case DFGNN_DTYPE_FLOAT16: return "float16";
-    case DFGNN_DTYPE_BFLOAT16: return "bfloat16";
-    case DFGNN_DTYPE_FLOAT64: return "float64";
-  }
-  return "?";
-}
-
-const char* direction_name(dfgnn_direction_t d) { return d == DFGNN_FORWARD ? "forward" : "backward"; }
-
 // ---------------------------------------------------------------- options
 
-struct HubSpec {
-  int64_t nodes = 0;
-  int32_t avg_degree = 0, hubs = 0;
-  int64_t hub_degree = 0;
-};
-
-struct GraphSpec {
-  enum class Kind { File, Rmat, Hubs } kind = Kind::File;
-  std::string path;          // File
-  int scale = 0;             // Rmat
-  int64_t edges = 0;         // Rmat (resolved)
-  HubSpec hubs;              // Hubs
-  std::string text;          // Hubs, as given
-};
-
 struct Options {
-  std::vector<GraphSpec> graphs;
+  std::vector<cli::GraphSpec> graphs;
   std::vector<dfgnn_model_t> models;
   std::vector<dfgnn_dtype_t> dtypes;
   std::vector<dfgnn_direction_t> directions;
@@ -163,69 +88,6 @@ struct Options {
   std::string command_line;
 };
 
-HubSpec parse_hubs(const std::string& text) {
-  const std::vector<std::string> parts = split(text, ',');
-  if (parts.size() != 4) throw BadArgs{fmt::format("--hubs '{}' is not N,AVG,HUBS,HUBDEG", text)};
-  int64_t v[4];
-  for (int i = 0; i < 4; ++i) {
-    try {
-      size_t used = 0;
-      v[i] = std::stoll(parts[i], &used);
-      if (used != parts[i].size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      throw BadArgs{fmt::format("--hubs '{}': '{}' is not an integer", text, parts[i])};
-    }
-  }
-  if (v[0] < 1 || v[1] < 0 || v[2] < 0 || v[3] < 0 || v[1] > INT32_MAX || v[2] > INT32_MAX)
-    throw BadArgs{fmt::format("--hubs '{}': need N >= 1 and AVG, HUBS, HUBDEG >= 0", text)};
-  return {v[0], static_cast<int32_t>(v[1]), static_cast<int32_t>(v[2]), v[3]};
-}
-
-std::vector<dfgnn_model_t> parse_models(const std::vector<std::string>& args) {
-  std::vector<dfgnn_model_t> out;
-  auto add = [&](dfgnn_model_t m) {
-    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
-  };
-  for (const std::string& arg : args)
-    for (const std::string& m : split(arg, ',')) {
-      if (m == "all") {
-        for (dfgnn_model_t x : {DFGNN_MODEL_GAT, DFGNN_MODEL_GATV2, DFGNN_MODEL_TRANSFORMER, DFGNN_MODEL_AGNN}) add(x);
-      } else if (m == "gat") {
-        add(DFGNN_MODEL_GAT);
-      } else if (m == "gatv2") {
-        add(DFGNN_MODEL_GATV2);
-      } else if (m == "transformer" || m == "gt") {
-        add(DFGNN_MODEL_TRANSFORMER);
-      } else if (m == "agnn") {
-        add(DFGNN_MODEL_AGNN);
-      } else {
-        throw BadArgs{fmt::format("--model '{}' is not gat, gatv2, transformer, agnn or all", m)};
-      }
-    }
-  if (out.empty()) throw BadArgs{"--model lists no model"};
-  return out;
-}
-
-std::vector<dfgnn_dtype_t> parse_dtypes(const std::vector<std::string>& args) {
-  std::vector<dfgnn_dtype_t> out;
-  for (const std::string& arg : args)
-    for (const std::string& d : split(arg, ',')) {
-      dfgnn_dtype_t t;
-      if (d == "float32" || d == "fp32" || d == "f32") {
-        t = DFGNN_DTYPE_FLOAT32;
-      } else if (d == "float16" || d == "fp16" || d == "f16" || d == "half") {
-        t = DFGNN_DTYPE_FLOAT16;
-      } else if (d == "bfloat16" || d == "bf16") {
-        t = DFGNN_DTYPE_BFLOAT16;
-      } else {
-        throw BadArgs{fmt::format("--dtype '{}' is not float32, float16 or bfloat16", d)};
-      }
-      if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
-    }
-  if (out.empty()) throw BadArgs{"--dtype lists no dtype"};
-  return out;
-}
-
 // Returns nullopt after printing help or the version.
 std::optional<Options> parse_args(int argc, char** argv) {
   po::options_description visible(
@@ -237,17 +99,16 @@ std::optional<Options> parse_args(int argc, char** argv) {
       "Without a GPU the graphs are still loaded, validated and fingerprinted.\n"
       "Exit codes: 0 ok, 1 failure, 2 bad arguments, 3 no usable GPU.\n\nOptions");
   Options o;
-  std::vector<std::string> paths, models, dtypes, hubs;
-  std::vector<int> rmat_scales;
-  int64_t rmat_edges = 0;
+  cli::GraphArgs graph_args;
+  std::vector<std::string> models, dtypes;
   std::string direction = "forward", db, site;
   visible.add_options()
     ("help,h", "show this help")
     ("version", "print the version")
-    ("graph", po::value(&paths)->composing(), "graph file or dataset directory (repeatable; same as a positional GRAPH)")
-    ("rmat", po::value(&rmat_scales)->composing(), "R-MAT graph with 2^SCALE nodes (repeatable); a,b,c = 0.57,0.19,0.19, deduplicated, no self-loops, permuted ids")
-    ("rmat-edges", po::value(&rmat_edges), "edges to sample per R-MAT graph (default 16 * 2^SCALE)")
-    ("hubs", po::value(&hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
+    ("graph", po::value(&graph_args.paths)->composing(), "graph file or dataset directory (repeatable; same as a positional GRAPH)")
+    ("rmat", po::value(&graph_args.rmat_scales)->composing(), "R-MAT graph with 2^SCALE nodes (repeatable); a,b,c = 0.57,0.19,0.19, deduplicated, no self-loops, permuted ids")
+    ("rmat-edges", po::value(&graph_args.rmat_edges), "edges to sample per R-MAT graph (default 16 * 2^SCALE)")
+    ("hubs", po::value(&graph_args.hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
     ("self-loops", "remove self-loops and add one per node (PyG's add_self_loops) on every graph")
     ("seed", po::value(&o.seed)->default_value(1), "seed of generated graphs")
     ("model", po::value(&models)->composing(), "gat, gatv2, transformer, agnn or all (repeatable, or comma-separated; default transformer)")
@@ -260,65 +121,27 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("site", po::value(&site), "read-only site databases, ':'-separated, highest priority first (default $DFGNN_SITE_DB)")
     ("json", po::value(&o.json_path), "write every problem's report (tuning and second-run view) to this JSON file");
   po::options_description all;
-  all.add(visible).add_options()("positional-graph", po::value(&paths)->composing());
+  all.add(visible).add_options()("positional-graph", po::value(&graph_args.paths)->composing());
   po::positional_options_description positional;
   positional.add("positional-graph", -1);
   po::variables_map vm;
-  try {
+  cli::parse_options([&] {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw BadArgs{fmt::format("{} (see --help)", e.what())};
-  }
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return std::nullopt;
-  }
-  if (vm.count("version")) {
-    fmt::print("{} {}\n", kTool, dfgnnGetVersion());
-    return std::nullopt;
-  }
+  });
+  if (cli::print_help_or_version(kTool, vm.count("help") > 0, vm.count("version") > 0, visible)) return std::nullopt;
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + shell_quote(argv[i]);
   o.self_loops = vm.count("self-loops") > 0;
-  if (paths.empty() && rmat_scales.empty() && hubs.empty())
+  if (graph_args.empty())
     throw BadArgs{"no graph given: name GRAPH files or directories, or use --rmat SCALE or --hubs N,AVG,HUBS,HUBDEG (see --help)"};
-  if (rmat_edges < 0) throw BadArgs{"--rmat-edges must be >= 0"};
-  if (vm.count("rmat-edges") && rmat_scales.empty()) throw BadArgs{"--rmat-edges needs --rmat"};
-  for (const std::string& p : paths) {
-    if (p.empty()) throw BadArgs{"an empty graph path was given"};
-    GraphSpec g;
-    g.kind = GraphSpec::Kind::File;
-    g.path = p;
-    o.graphs.push_back(g);
-  }
-  for (int s : rmat_scales) {
-    if (s < 1 || s > 30) throw BadArgs{fmt::format("--rmat {} is not a scale in 1..30", s)};
-    GraphSpec g;
-    g.kind = GraphSpec::Kind::Rmat;
-    g.scale = s;
-    g.edges = rmat_edges > 0 ? rmat_edges : (int64_t{16} << s);
-    o.graphs.push_back(g);
-  }
-  for (const std::string& h : hubs) {
-    GraphSpec g;
-    g.kind = GraphSpec::Kind::Hubs;
-    g.hubs = parse_hubs(h);
-    g.text = h;
-    o.graphs.push_back(g);
-  }
-  o.models = parse_models(models.empty() ? std::vector<std::string>{"transformer"} : models);
-  o.dtypes = parse_dtypes(dtypes.empty() ? std::vector<std::string>{"float32"} : dtypes);
-  if (o.heads < 1) throw BadArgs{fmt::format("--heads {} must be >= 1", o.heads)};
-  if (o.dim < 1) throw BadArgs{fmt::format("--dim {} must be >= 1", o.dim)};
-  if (direction == "forward") {
-    o.directions = {DFGNN_FORWARD};
-  } else if (direction == "backward") {
-    o.directions = {DFGNN_BACKWARD};
-  } else if (direction == "both") {
-    o.directions = {DFGNN_FORWARD, DFGNN_BACKWARD};
-  } else {
-    throw BadArgs{fmt::format("--direction '{}' is not forward, backward or both", direction)};
-  }
+  graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
+  o.graphs = cli::graph_specs(graph_args, /*reject_empty_paths=*/true);
+  o.models = cli::parse_models(models);
+  cli::require_models(o.models);
+  o.dtypes = cli::parse_dtypes(dtypes);
+  cli::require_dtypes(o.dtypes);
+  cli::check_heads_dim(o.heads, o.dim);
+  o.directions = cli::parse_direction(direction);
   if (!(o.budget > 0) || !std::isfinite(o.budget))
     throw BadArgs{fmt::format("--budget {} must be a positive number of seconds", o.budget)};
   if (vm.count("db")) {
@@ -328,14 +151,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     o.db = db;
   }
   if (vm.count("site")) o.site = site;
-  if (vm.count("json")) {
-    if (o.json_path.empty()) throw BadArgs{"--json needs a file name"};
-    const std::filesystem::path parent = std::filesystem::absolute(o.json_path).parent_path();
-    std::error_code ec;
-    if (!std::filesystem::is_directory(parent, ec))
-      throw BadArgs{fmt::format("--json {}: directory {} does not exist", o.json_path, parent.string())};
-    if (std::filesystem::is_directory(o.json_path, ec)) throw BadArgs{fmt::format("--json {} is a directory", o.json_path)};
-  }
+  if (vm.count("json")) cli::check_json_path(o.json_path);
   return o;
 }
 
@@ -369,13 +185,6 @@ struct Graphs {
   }
 };
 
-struct ContextGuard {
-  dfgnn_context_t ctx = nullptr;
-  ~ContextGuard() {
-    if (ctx) dfgnnDestroy(ctx);
-  }
-};
-
 void print_fingerprint(const LoadedGraph& g) {
   const dfgnn_fingerprint_t& fp = g.fp;
   fmt::print("graph {} (valid)\n", g.name);
@@ -391,38 +200,29 @@ void load_graphs(dfgnn_context_t ctx, const Options& o, Graphs& graphs) {
   dfgnn_graph_options_t options = dfgnnGraphDefaultOptions();
   options.add_self_loops = o.self_loops ? 1 : 0;
   const std::string loops = o.self_loops ? " --self-loops" : "";
-  for (const GraphSpec& spec : o.graphs) {
+  for (const cli::GraphSpec& spec : o.graphs) {
     LoadedGraph g;
-    dfgnn_status_t st = DFGNN_STATUS_SUCCESS;
+    std::string what;  // names the graph in a failure
     switch (spec.kind) {
-      case GraphSpec::Kind::File:
-        st = dfgnnGraphCreateFromFile(ctx, spec.path.c_str(), &options, &g.graph);
-        if (st != DFGNN_STATUS_SUCCESS)
-          throw Failure{fmt::format("cannot read graph {}: {}: {}", spec.path, dfgnnGetStatusString(st),
-                                    dfgnnGetLastErrorMessage())};
-        g.name = spec.path;
+      case cli::GraphSpec::Kind::File:
+        what = "cannot read graph " + spec.path;
         g.bench_args = "--graph " + shell_quote(spec.path);
         break;
-      case GraphSpec::Kind::Rmat:
-        check(dfgnnGraphCreateRmat(ctx, spec.scale, spec.edges, 0.57, 0.19, 0.19,
-                                   DFGNN_RMAT_DEDUPLICATE | DFGNN_RMAT_NO_SELF_LOOPS | DFGNN_RMAT_PERMUTE_IDS, o.seed,
-                                   &options, &g.graph),
-              fmt::format("generate R-MAT graph (scale {}, {} edges)", spec.scale, spec.edges));
-        g.name = fmt::format("rmat-s{}-e{}-seed{}", spec.scale, spec.edges, o.seed);
+      case cli::GraphSpec::Kind::Rmat:
+        what = fmt::format("generate R-MAT graph (scale {}, {} edges)", spec.scale, spec.edges);
         g.bench_args = fmt::format("--rmat {} --rmat-edges {} --seed {}", spec.scale, spec.edges, o.seed);
         break;
-      case GraphSpec::Kind::Hubs: {
-        const HubSpec& h = spec.hubs;
-        check(dfgnnGraphCreatePlantedHubs(ctx, h.nodes, h.avg_degree, h.hubs, h.hub_degree, o.seed, &options, &g.graph),
-              fmt::format("generate planted-hub graph {}", spec.text));
-        g.name = fmt::format("hubs-n{}-avg{}-h{}x{}-seed{}", h.nodes, h.avg_degree, h.hubs, h.hub_degree, o.seed);
+      case cli::GraphSpec::Kind::Hubs: {
+        const cli::HubSpec& h = spec.hubs;
+        what = "generate planted-hub graph " + spec.text;
         g.bench_args = fmt::format("--hubs {},{},{},{} --seed {}", h.nodes, h.avg_degree, h.hubs, h.hub_degree, o.seed);
         break;
       }
     }
+    check(cli::create_graph(ctx, spec, o.seed, &options, &g.graph), what);
+    g.name = cli::graph_name(spec, o.seed, o.self_loops);
     graphs.list.push_back(g);  // owned from here on
     LoadedGraph& entry = graphs.list.back();
-    if (o.self_loops) entry.name += "+loops";
     entry.bench_args += loops;
     check(dfgnnGraphGetFingerprint(entry.graph, &entry.fp), "fingerprint of " + entry.name);
     entry.bucket_key = read_text(
@@ -693,7 +493,7 @@ void write_json(const Options& o, const Graphs& graphs, const std::vector<Proble
   json doc;
   doc["tool"] = kTool;
   doc["version"] = dfgnnGetVersion();
-  doc["date"] = iso_date();
+  doc["date"] = cli::iso_date();
   doc["command"] = o.command_line;
   doc["database"] = {{"user", user_db}, {"site", o.site ? json(*o.site) : json(nullptr)}};
   doc["gpu"] = gpu;
@@ -716,7 +516,7 @@ void tune_one(dfgnn_context_t ctx, const Options& o, const Graphs& graphs, Probl
   if (!p.report.is_array()) throw Failure{"dfgnnTune returned a report that is not a JSON array: " + text};
   p.reproduce = reproduce_command(p, g, p.report);
 
-  ContextGuard fresh;
+  cli::ContextGuard fresh;
   check(dfgnnCreate(&fresh.ctx), "dfgnnCreate");
   check(dfgnnSetDatabase(fresh.ctx, o.db ? o.db->c_str() : nullptr, o.site ? o.site->c_str() : nullptr),
         "dfgnnSetDatabase");
@@ -732,7 +532,7 @@ int run(int argc, char** argv) {
   if (!parsed) return 0;
   const Options& o = *parsed;
 
-  ContextGuard context;
+  cli::ContextGuard context;
   check(dfgnnCreate(&context.ctx), "dfgnnCreate");
   dfgnn_context_t ctx = context.ctx;
   check(dfgnnSetDatabase(ctx, o.db ? o.db->c_str() : nullptr, o.site ? o.site->c_str() : nullptr), "dfgnnSetDatabase");
@@ -810,17 +610,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const BadArgs& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.message);
-    return kExitBadArgs;
-  } catch (const Failure& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.message);
-    return kExitFailure;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: {}\n", kTool, e.what());
-    return kExitFailure;
-  }
-}
+int main(int argc, char** argv) { return cli::run_main(kTool, [&] { return run(argc, argv); }); }
