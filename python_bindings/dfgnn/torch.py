@@ -215,7 +215,20 @@ def _prepared(inputs):
     return {k: v.detach().contiguous() for k, v in inputs.items()}
 
 
-class GATFunction(torch.autograd.Function):
+class _AttentionFunction(torch.autograd.Function):
+    """The backward shared by the four ops: gradients of the tensor arguments, None for the graph and
+    for the trailing options."""
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        g, model, names, params, schedule, inputs, out, lse = _restore(ctx)
+        grads = _run_backward(g, model, inputs, out, lse, grad_out, params, schedule)
+        options = len(ctx.needs_input_grad) - 1 - len(names)
+        return (None,) + _grads_for(ctx, names, grads, 1) + (None,) * options
+
+
+class GATFunction(_AttentionFunction):
     """GAT attention: e_ij = LeakyReLU(att_dst . h_i + att_src . h_j), out_i = sum_j alpha_ij h_j.
 
     ``apply(graph, h, att_src, att_dst, negative_slope=0.2, deterministic=True, schedule=None)``"""
@@ -229,15 +242,9 @@ class GATFunction(torch.autograd.Function):
         _save(ctx, graph, "gat", names, inputs, out, lse, params, schedule)
         return out
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        g, model, names, params, schedule, inputs, out, lse = _restore(ctx)
-        grads = _run_backward(g, model, inputs, out, lse, grad_out, params, schedule)
-        return (None,) + _grads_for(ctx, names, grads, 1) + (None, None, None)
 
 
-class GATv2Function(torch.autograd.Function):
+class GATv2Function(_AttentionFunction):
     """GATv2 attention: e_ij = att . LeakyReLU(h_dst_i + h_j), out_i = sum_j alpha_ij h_j.
 
     ``apply(graph, h, h_dst, att, negative_slope=0.2, deterministic=True, schedule=None)``"""
@@ -251,15 +258,9 @@ class GATv2Function(torch.autograd.Function):
         _save(ctx, graph, "gatv2", names, inputs, out, lse, params, schedule)
         return out
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        g, model, names, params, schedule, inputs, out, lse = _restore(ctx)
-        grads = _run_backward(g, model, inputs, out, lse, grad_out, params, schedule)
-        return (None,) + _grads_for(ctx, names, grads, 1) + (None, None, None)
 
 
-class TransformerFunction(torch.autograd.Function):
+class TransformerFunction(_AttentionFunction):
     """Graph Transformer attention: e_ij = scale * (q_i . k_j), out_i = sum_j alpha_ij v_j.
 
     ``apply(graph, q, k, v, scale=None, deterministic=True, schedule=None)``; scale None = 1/sqrt(D)."""
@@ -273,15 +274,9 @@ class TransformerFunction(torch.autograd.Function):
         _save(ctx, graph, "transformer", names, inputs, out, lse, params, schedule)
         return out
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        g, model, names, params, schedule, inputs, out, lse = _restore(ctx)
-        grads = _run_backward(g, model, inputs, out, lse, grad_out, params, schedule)
-        return (None,) + _grads_for(ctx, names, grads, 1) + (None, None, None)
 
 
-class AGNNFunction(torch.autograd.Function):
+class AGNNFunction(_AttentionFunction):
     """AGNN attention: e_ij = beta * cos(h_i, h_j), out_i = sum_j alpha_ij h_j.
 
     ``apply(graph, h, beta, deterministic=True, schedule=None)``"""
@@ -295,12 +290,6 @@ class AGNNFunction(torch.autograd.Function):
         _save(ctx, graph, "agnn", names, inputs, out, lse, params, schedule)
         return out
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        g, model, names, params, schedule, inputs, out, lse = _restore(ctx)
-        grads = _run_backward(g, model, inputs, out, lse, grad_out, params, schedule)
-        return (None,) + _grads_for(ctx, names, grads, 1) + (None, None)
 
 
 # ---------------------------------------------------------------- functional API
