@@ -283,6 +283,12 @@ void set_wal(Connection& conn, int busy_timeout_ms) {
   "FROM results r LEFT JOIN fingerprints f ON f.id = r.fingerprint_id "                                       \
   "LEFT JOIN environments e ON e.id = r.environment_id "
 
+// The six OpKey columns (model, dtype, heads, dim, direction, variant) starting at column `first`.
+OpKey read_op_key(const Query& q, int first) {
+  auto col = [&](int k) { return static_cast<int32_t>(q.i64(first + k)); };
+  return OpKey{col(0), col(1), col(2), col(3), col(4), col(5)};
+}
+
 // Decodes the current row of a DFGNN_RESULT_SELECT query and checks it; returns "" or the reason
 // it must not be used.
 std::string decode_result(const Query& q, const std::string& source, const RowValidator& validator,
@@ -292,8 +298,7 @@ std::string decode_result(const Query& q, const std::string& source, const RowVa
   r.env_class = q.text(1);
   r.template_hash = q.text(2);
   r.library_version = q.text(3);
-  r.op = OpKey{static_cast<int32_t>(q.i64(4)), static_cast<int32_t>(q.i64(5)), static_cast<int32_t>(q.i64(6)),
-               static_cast<int32_t>(q.i64(7)), static_cast<int32_t>(q.i64(8)), static_cast<int32_t>(q.i64(9))};
+  r.op = read_op_key(q, 4);
   r.fingerprint_hash = q.text(10);
   r.bucket_key = q.text(11);
   const bool has_fp = !q.is_null(12);
@@ -1067,8 +1072,7 @@ std::vector<SourceRun> read_source_runs(Connection& src, const std::string& afte
       s.result_class = q.text(14);
       s.result_template = q.text(15);
       s.result_library = q.text(16);
-      s.op = OpKey{static_cast<int32_t>(q.i64(17)), static_cast<int32_t>(q.i64(18)), static_cast<int32_t>(q.i64(19)),
-                   static_cast<int32_t>(q.i64(20)), static_cast<int32_t>(q.i64(21)), static_cast<int32_t>(q.i64(22))};
+      s.op = read_op_key(q, 17);
       s.fp_hash = q.text(23);
       s.fp_bucket = q.text(24);
       s.fp_text = q.text(25);
