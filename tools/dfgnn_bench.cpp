@@ -261,6 +261,7 @@ struct Options {
   std::vector<std::string> schedule_list;  // Mode::List; "default" means dispatch
   int warmup = 10, iters = 50;
   std::string json_path;
+  std::string db;  // tuning database that dispatch reads ("" = none: the solvers' default rule)
   bool baseline = true;
   uint64_t seed = 1;
   int device = 0;
@@ -303,6 +304,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("rotations", po::value(&o.rotations)->default_value(0), "input sets to rotate through (0: automatic, enough for 3x L2, at most 8)")
     ("device", po::value(&o.device)->default_value(0), "CUDA device ordinal")
     ("json", po::value(&o.json_path), "write all results to this JSON file")
+    ("db", po::value(&o.db), "tuning database that 'default' (dispatch) reads, read-only (default: none, the solvers' default rule)")
     ("no-baseline", "skip the cuSPARSE baseline")
     ("dry-run", "check arguments, load graphs and list the configurations and schedules, without a GPU");
   po::variables_map vm;
@@ -497,6 +499,7 @@ struct Row {
 
 struct Summary {
   std::string model, dtype, direction, best_schedule, default_schedule;
+  std::string dispatch;  // how dispatch chose the default: explain's level per pass ("exact", "nearest d=0.12", ...)
   double best_ms = kNaN, default_ms = kNaN;
 };
 
@@ -589,9 +592,10 @@ void print_table(const GraphResult& r, double bandwidth_gbs) {
   }
   for (const std::string& line : notes) fmt::print("{}\n", line);
   for (const Summary& s : r.summaries)
-    fmt::print("  {} {} {}: best {} {} ms; default {} {} ms; best/default {}\n", s.model, s.dtype, s.direction,
-               compact(s.best_schedule), fmt_ms(s.best_ms), s.default_schedule.empty() ? "(not timed)" : compact(s.default_schedule),
-               fmt_ms(s.default_ms), fmt_ratio(s.best_ms / s.default_ms));
+    fmt::print("  {} {} {}: best {} {} ms; default ({}) {} {} ms; best/default {}\n", s.model, s.dtype, s.direction,
+               compact(s.best_schedule), fmt_ms(s.best_ms), s.dispatch,
+               s.default_schedule.empty() ? "(not timed)" : compact(s.default_schedule), fmt_ms(s.default_ms),
+               fmt_ratio(s.best_ms / s.default_ms));
   fmt::print("  (schedules omit team=1 and mid/threshold/chunk=0; a backward schedule without '|' ran on both passes; "
              "'*' marks the fastest per model, dtype and direction)\n");
   for (const auto& [key, mb] : r.library_memory_mb)
@@ -774,7 +778,7 @@ class Session {
         result.rows.push_back(row);
       }
       add_baseline(c, g, s, t, result.rows, first);
-      summarise(result, first, "forward");
+      summarise(result, first, "forward", dispatch_level(c.op, g.graph, DFGNN_FORWARD));
     }
     if (o_.backward) {
       // out and lse of every rotated set, from the dispatch forward.
@@ -811,7 +815,7 @@ class Session {
           }
         }
       }
-      summarise(result, first, "backward");
+      summarise(result, first, "backward", dispatch_level(c.op, g.graph, DFGNN_BACKWARD));
     }
     if (o_.forward && o_.backward) {
       // The dispatch pair as one timed sequence (forward writes set k's out / lse, backward reads them).
@@ -1001,7 +1005,21 @@ class Session {
   }
 
   // With several schedules: mark the fastest row and record best vs default.
-  void summarise(GraphResult& result, size_t first, const char* direction) {
+  // explain's level per pass, with the distance of a nearest-fingerprint answer.
+  std::string dispatch_level(const dfgnn_op_t& op, dfgnn_graph_t graph, dfgnn_direction_t dir) {
+    const std::string text = read_text(
+        [&](char* b, size_t cap, size_t* l) { return dfgnnExplain(ctx_, graph, &op, dir, b, cap, l); }, "dfgnnExplain");
+    std::string out;
+    for (const json& pass : json::parse(text)) {
+      std::string level = pass.value("level", "?");
+      if (level == "cache") level = pass.value("origin", "?");
+      if (level == "nearest") level += fmt::format(" d={:.3f}", pass.value("distance", 0.0));
+      out += (out.empty() ? "" : "+") + level;
+    }
+    return out;
+  }
+
+  void summarise(GraphResult& result, size_t first, const char* direction, const std::string& dispatch) {
     if (o_.mode == Options::Mode::Default || result.rows.size() <= first) return;
     Row* best = nullptr;
     const Row* def = nullptr;
@@ -1016,6 +1034,7 @@ class Session {
     Summary s;
     s.model = best->model, s.dtype = best->dtype, s.direction = direction;
     s.best_schedule = best->schedule, s.best_ms = best->t.median;
+    s.dispatch = dispatch;
     if (def) s.default_schedule = def->schedule, s.default_ms = def->t.median;
     result.summaries.push_back(s);
   }
@@ -1103,6 +1122,8 @@ int run(int argc, char** argv) {
   cli::ContextGuard context;
   BENCH_DFGNN(dfgnnCreate(&context.ctx));
   dfgnn_context_t ctx = context.ctx;
+  // A database is read as a site layer: benchmarking never writes to it.
+  BENCH_DFGNN(dfgnnSetDatabase(ctx, "", o.db.c_str()));
   Graphs graphs;
   load_graphs(ctx, o, graphs);
   const std::vector<Config> configs = plan(ctx, o, graphs);
@@ -1189,6 +1210,7 @@ int run(int argc, char** argv) {
                         {"best_ms", number(s.best_ms)},
                         {"default_schedule", s.default_schedule},
                         {"default_ms", number(s.default_ms)},
+                        {"dispatch", s.dispatch},
                         {"best_over_default", number(s.best_ms / s.default_ms)}});
       for (const auto& [k, v] : r.library_memory_mb) mem[k] = v;
       gl.push_back({{"name", r.graph->name},

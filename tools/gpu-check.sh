@@ -5,13 +5,23 @@
 # xxhash, zlib headers, Boost 1.74 headers to match the Program_options library) are taken from DEBS (.deb files fetched on a Debian machine with
 #   ../shared/tools/device-deps.sh .devdeps && (cd .devdeps && apt-get download nlohmann-json3-dev libxxhash-dev zlib1g-dev libboost1.74-dev)
 # ) and unpacked into a private prefix.
-# Usage: tools/gpu-check.sh OUTDIR [quick|full|bench] [DEBS=.devdeps] [DATASETS=.bench-data]
-#   quick: tests + sanitizers; full: also the full verification sweep and benchmarks;
-#   bench: verification on R-MAT and real graphs, then benchmarks (no tests).
+# Usage: tools/gpu-check.sh OUTDIR [SECTIONS] [DEBS=.devdeps] [DATASETS=.bench-data]
+#   SECTIONS (space-separated, default "tests"):
+#     tests     GPU tests (ctest -L gpu, without the long verify_quick) + compute-sanitizer memcheck
+#     quick     tests, plus verify_quick and racecheck (the old "quick")
+#     verify    the full differential verification sweep (all schedules, real graphs)
+#     real      verification on R-MAT and the real graphs
+#     dispatch  host overhead per call and the fresh-process first launch (bench/dispatch.sh)
+#     tune      tuning time, tuned vs exhaustive, nearest-fingerprint dispatch (bench/tune-quality.sh)
+#     bench     kernel benchmarks (bench/run-benchmarks.sh)
+#     python    the Python package on the GPU (bench/run-python-gpu.sh)
+#   full = "quick verify bench" (the old "full").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tools/gpu-check.sh OUTDIR [quick|full]}
-mode=${2:-quick}
+sections=" ${2:-tests} "
+sections=${sections/ full / quick verify bench }
+has() { [[ "$sections" == *" $1 "* ]]; }
 debs=${3:-.devdeps}
 datasets=${4:-.bench-data}
 mkdir -p "$out"
@@ -36,36 +46,44 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TES
 step build
 cmake --build build-gpu -j "$(nproc)" --target dfgnn dfgnn_tests_gpu dfgnn-verify dfgnn-graph > "$out/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$out/build.log" | head -40; exit 1; }
-cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench >> "$out/build.log" 2>&1 || echo "dfgnn-bench did not build (see build.log)"
+cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench dfgnn-bench-dispatch dfgnn-tune dfgnn-db >> "$out/build.log" 2>&1 \
+  || echo "a benchmark tool did not build (see build.log)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
 
-if [ "$mode" != bench ]; then
-step "ctest -L gpu"
-ctest --test-dir build-gpu -L gpu -j 4 --output-on-failure --timeout 900 > "$out/ctest-gpu.log" 2>&1
-tail -5 "$out/ctest-gpu.log"; grep -E "Failed|\*\*\*" "$out/ctest-gpu.log" | head -20
-
-step "compute-sanitizer (memcheck, racecheck) on the tiny corpus"
-for tool in memcheck racecheck; do
-  timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
-    --threads 16 > "$out/sanitizer-$tool.log" 2>&1
-  echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-$tool.log" | tr '\n' ' ')"
-done
-
+if has tests || has quick; then
+  step "ctest -L gpu"
+  exclude=(-E verify_quick); has quick && exclude=()
+  ctest --test-dir build-gpu -L gpu -j 8 "${exclude[@]}" --output-on-failure --timeout 900 > "$out/ctest-gpu.log" 2>&1
+  tail -4 "$out/ctest-gpu.log"; grep -E "Failed|\*\*\*" "$out/ctest-gpu.log" | head -20
+  step "compute-sanitizer on the tiny corpus"
+  tools=(memcheck); has quick && tools=(memcheck racecheck)
+  for tool in "${tools[@]}"; do
+    timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
+      --threads 16 > "$out/sanitizer-$tool.log" 2>&1
+    echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-$tool.log" | tr '\n' ' ')"
+  done
 fi
-if [ "$mode" = full ]; then
+if has verify; then
   step "dfgnn-verify full"
   build-gpu/tools/dfgnn-verify --repo . --datasets "$datasets" --all-schedules --threads 16 \
     --report "$out/verify.md" > "$out/verify.log" 2>&1
   tail -3 "$out/verify.log"
 fi
-if [ "$mode" = bench ]; then
+if has real; then
   step "dfgnn-verify on R-MAT and the real graphs"
   build-gpu/tools/dfgnn-verify --repo . --datasets "$datasets" --real --threads 16 \
     --report "$out/verify-real.md" > "$out/verify-real.log" 2>&1
   tail -3 "$out/verify-real.log"
 fi
-if [ "$mode" != quick ] && [ -x build-gpu/tools/dfgnn-bench ]; then
-  step benchmarks
-  bash bench/run-benchmarks.sh build-gpu "$out" "$datasets"
+has dispatch && { step dispatch; bash bench/dispatch.sh build-gpu "$out" "$datasets"; }
+has tune && { step tune; bash bench/tune-quality.sh build-gpu "$out" "$datasets"; }
+has bench && { step benchmarks; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets"; }
+if has python; then
+  step python
+  export CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \
+-DSQLite3_LIBRARY=$prefix/usr/lib/x86_64-linux-gnu/libsqlite3.so -DZLIB_INCLUDE_DIR=$prefix/usr/include \
+-DZLIB_LIBRARY=$zlib -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
+-DCMAKE_CXX_FLAGS=-isystem\ $prefix/usr/include"
+  bash bench/run-python-gpu.sh "$out" "$datasets"
 fi
 step done

@@ -1,9 +1,16 @@
 #include "context.hpp"
 
 #include "cuda.hpp"
+
+#include <atomic>
 #include "logging.hpp"
 
 namespace dfgnn {
+
+uint64_t Context::next_serial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 int Context::current_arch() {
   require_device("launching a kernel");

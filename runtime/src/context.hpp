@@ -25,6 +25,8 @@ struct Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
+  // Unique for the life of the process (never reused), for caches keyed by context.
+  const uint64_t serial = next_serial();
   Dispatcher dispatcher;
   DatabaseModuleStore module_store{dispatcher};
   ModuleCache modules;
@@ -33,6 +35,7 @@ struct Context {
   int current_arch();
 
  private:
+  static uint64_t next_serial();
   std::mutex arch_mutex_;
   std::unordered_map<int, int> arch_by_device_;
 };

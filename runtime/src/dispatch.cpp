@@ -111,7 +111,7 @@ void Dispatcher::set_database(std::optional<std::filesystem::path> user_path,
   site_paths_ = std::move(site_paths);
   db_.reset();
   db_opened_ = false;
-  cache_.clear();
+  forget_locked();
 }
 
 db::LayeredDb* Dispatcher::database() {
@@ -166,12 +166,29 @@ bool Dispatcher::environment_known() {
 void Dispatcher::set_environment(db::EnvironmentInfo env) {
   std::lock_guard lock(mutex_);
   env_ = std::move(env);
-  cache_.clear();
+  forget_locked();
+}
+
+void Dispatcher::set_mode(TuneMode mode) {
+  std::lock_guard lock(mutex_);
+  mode_ = mode;
+  forget_locked();
+}
+
+void Dispatcher::set_max_distance(double d) {
+  std::lock_guard lock(mutex_);
+  max_distance_ = d;
+  forget_locked();
 }
 
 void Dispatcher::forget() {
   std::lock_guard lock(mutex_);
+  forget_locked();
+}
+
+void Dispatcher::forget_locked() {
   cache_.clear();
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass,

@@ -10,6 +10,7 @@
 #include "schedule.hpp"
 #include "tuning_db.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -75,25 +76,31 @@ class Dispatcher {
   // An environment was injected or a device can report one (else only the default rule applies).
   bool environment_known();
 
-  void set_mode(TuneMode mode) { mode_ = mode; }
+  // Changing the mode or the distance forgets earlier decisions.
+  void set_mode(TuneMode mode);
   TuneMode mode() const { return mode_; }
   double max_distance() const { return max_distance_; }
-  void set_max_distance(double d) { max_distance_ = d; }
-  // Drops remembered decisions (after tuning, or a database change).
+  void set_max_distance(double d);
+  // Drops remembered decisions (after tuning, or a database change) and starts a new generation.
   void forget();
+  // Counts forget()s: launch recipes built under an older generation are rebuilt.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   std::optional<Decision> from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 
+  void forget_locked();
+
   std::mutex mutex_;
+  std::atomic<uint64_t> generation_{0};
   std::unordered_map<std::string, Decision> cache_;
   std::optional<std::filesystem::path> user_path_;
   std::optional<std::vector<std::filesystem::path>> site_paths_;
   std::unique_ptr<db::LayeredDb> db_;
   bool db_opened_ = false;
   std::optional<db::EnvironmentInfo> env_;
-  TuneMode mode_ = TuneMode::Off;
-  double max_distance_ = 1.0;
+  std::atomic<TuneMode> mode_{TuneMode::Off};
+  std::atomic<double> max_distance_{1.0};
 };
 
 }  // namespace dfgnn

@@ -220,6 +220,28 @@ std::shared_ptr<const Plan> Graph::plan(const std::string& key,
   return plans_.emplace(key, make()).first->second;
 }
 
+std::shared_ptr<const Recipe> Graph::recipe(const RecipeKey& key) const {
+  std::lock_guard lock(recipe_mutex_);
+  auto it = recipes_.find(key);
+  return it == recipes_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const Recipe> Graph::store_recipe(const RecipeKey& key, std::shared_ptr<const Recipe> recipe) const {
+  std::lock_guard lock(recipe_mutex_);
+  std::erase_if(recipes_, [&](const auto& entry) {
+    return entry.first.context == key.context && entry.first.generation < key.generation;
+  });
+  return recipes_.emplace(key, std::move(recipe)).first->second;
+}
+
+size_t RecipeKeyHash::operator()(const RecipeKey& k) const noexcept {
+  size_t h = std::hash<std::string>{}(k.forced);
+  auto mix = [&h](uint64_t v) { h ^= std::hash<uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  for (uint64_t v : {k.context, k.generation}) mix(v);
+  for (int32_t v : {k.model, k.dtype, k.heads, k.dim, k.direction, k.max_vec, k.device}) mix(static_cast<uint64_t>(v));
+  return h;
+}
+
 namespace {
 DeviceCompressed upload_compressed(const Compressed& c) {
   DeviceCompressed d;

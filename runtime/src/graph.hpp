@@ -5,6 +5,7 @@
 #include <dfgnn/dfgnn.h>
 
 #include "cuda.hpp"
+#include "recipe.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace dfgnn {
@@ -71,6 +73,11 @@ class Graph {
   // Plans cached by key (plan.cpp builds them); make runs once per key.
   std::shared_ptr<const Plan> plan(const std::string& key,
                                    const std::function<std::shared_ptr<const Plan>()>& make) const;
+  // Launch recipes cached by key (ops.cpp builds them); make runs outside the lock, so a recipe
+  // may be built twice by racing threads (the first stored wins). Storing a recipe drops the same
+  // context's recipes of older dispatcher generations.
+  std::shared_ptr<const Recipe> recipe(const RecipeKey& key) const;
+  std::shared_ptr<const Recipe> store_recipe(const RecipeKey& key, std::shared_ptr<const Recipe> recipe) const;
 
  private:
   explicit Graph(Compressed csr);
@@ -81,6 +88,8 @@ class Graph {
   mutable dfgnn_fingerprint_t fingerprint_{}, csc_fingerprint_{};
   mutable std::mutex plan_mutex_;
   mutable std::map<std::string, std::shared_ptr<const Plan>> plans_;
+  mutable std::mutex recipe_mutex_;
+  mutable std::unordered_map<RecipeKey, std::shared_ptr<const Recipe>, RecipeKeyHash> recipes_;
   mutable std::mutex device_mutex_;
   mutable std::optional<DeviceCompressed> device_csr_, device_csc_;
 };

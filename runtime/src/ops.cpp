@@ -5,7 +5,9 @@
 #include "error.hpp"
 #include "graph.hpp"
 #include "op.hpp"
+#include "nvrtc.hpp"
 #include "plan.hpp"
+#include "recipe.hpp"
 
 #include <vector_types.h>
 
@@ -109,14 +111,13 @@ struct BackwardScratch {
   float *delta, *node_a, *node_b, *node_c, *param_part, *row_grad, *partials, *stage;
 };
 
-// The one layout of a backward's workspace, used to size it and to carve it.
-BackwardScratch carve_backward(Carver& c, const Graph& g, const dfgnn_op_t& op, const OpSchedules& s) {
-  const size_t nh = static_cast<size_t>(g.num_nodes()) * op.heads, nhd = nh * op.dim;
-  const size_t slots = std::max(
-      static_cast<size_t>(get_plan(g, PassKind::BackwardRow, s.row)->host().num_slots) *
-          state_floats(op, PassKind::BackwardRow),
-      static_cast<size_t>(get_plan(g, PassKind::BackwardCol, s.col)->host().num_slots) *
-          state_floats(op, PassKind::BackwardCol));
+// The one layout of a backward's workspace, used to size it and to carve it. Slots: partial
+// states per head of the row and column passes' plans.
+BackwardScratch carve_backward(Carver& c, int32_t num_nodes, const dfgnn_op_t& op, int32_t row_slots,
+                               int32_t col_slots) {
+  const size_t nh = static_cast<size_t>(num_nodes) * op.heads, nhd = nh * op.dim;
+  const size_t slots = std::max(static_cast<size_t>(row_slots) * state_floats(op, PassKind::BackwardRow),
+                                static_cast<size_t>(col_slots) * state_floats(op, PassKind::BackwardCol));
   BackwardScratch w{};
   w.delta = c.take<float>(nh);
   w.node_a = c.take<float>(op.model == DFGNN_MODEL_GAT || op.model == DFGNN_MODEL_AGNN ? nh : 0);
@@ -129,9 +130,16 @@ BackwardScratch carve_backward(Carver& c, const Graph& g, const dfgnn_op_t& op, 
   return w;
 }
 
-float* carve_forward(Carver& c, const Graph& g, const dfgnn_op_t& op, const OpSchedules& s) {
-  const size_t slots = get_plan(g, PassKind::Forward, s.row)->host().num_slots;
-  return c.take<float>(slots * op.heads * state_floats(op, PassKind::Forward));
+float* carve_forward(Carver& c, const dfgnn_op_t& op, int32_t slots) {
+  return c.take<float>(static_cast<size_t>(slots) * op.heads * state_floats(op, PassKind::Forward));
+}
+
+size_t workspace_bytes(const dfgnn_op_t& op, dfgnn_direction_t direction, int32_t num_nodes, int32_t row_slots,
+                       int32_t col_slots) {
+  Carver c(nullptr);
+  if (direction == DFGNN_FORWARD) carve_forward(c, op, row_slots);
+  else carve_backward(c, num_nodes, op, row_slots, col_slots);
+  return c.used();
 }
 
 void check_workspace(const LaunchArgs& launch, size_t needed) {
@@ -149,38 +157,59 @@ void launch_kernel(cudaKernel_t kernel, unsigned grid, unsigned block, size_t sm
 
 unsigned blocks_for(int64_t work, int64_t per_block) { return static_cast<unsigned>((work + per_block - 1) / per_block); }
 
-// Runs one pass (rows kernels per plan part, then the merge of split rows).
-void run_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const Schedule& s, Params p,
-              cudaStream_t stream) {
-  const bool csc = pass == PassKind::BackwardCol;
-  const DeviceCompressed& structure = csc ? g.device_csc() : g.device_csr();
-  p.ptr = structure.ptr.as<const int>();
-  p.idx = structure.idx.as<const int>();
-  p.num_nodes = g.num_nodes();
-  const auto plan = get_plan(g, pass, s);
-  const Plan::Device& device = plan->device();
-  const auto module = ctx.modules.loaded(pass_kernel_names(op, pass, s), ctx.current_arch());
+// The launches of one pass: rows kernels per plan part, then the merge of split rows.
+PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
+  PassRecipe r;
+  const DeviceCompressed& structure = pass == PassKind::BackwardCol ? g.device_csc() : g.device_csr();
+  r.ptr = structure.ptr.as<const int>();
+  r.idx = structure.idx.as<const int>();
+  r.plan = get_plan(g, pass, s);
+  r.slots = r.plan->host().num_slots;
+  const Plan::Device& device = r.plan->device();
+  r.module = ctx.modules.loaded(pass_kernel_names(op, pass, s), ctx.current_arch());
   const size_t smem_per_group = static_cast<size_t>(state_floats(op, pass)) * sizeof(float);
-  for (size_t k = 0; k < plan->host().parts.size(); ++k) {
-    const HostPlan::Part& part = plan->host().parts[k];
+  for (size_t k = 0; k < r.plan->host().parts.size(); ++k) {
+    const HostPlan::Part& part = r.plan->host().parts[k];
     const PartShape shape = part_shape(s, part);
-    p.segments = part.whole_rows ? nullptr : device.parts[k].as<const int4>();
-    p.num_items = part.whole_rows ? g.num_nodes() : static_cast<int>(part.segments.size());
-    p.min_degree = part.min_degree;
-    p.max_degree = part.max_degree;
-    const int64_t teams = shape.groups / shape.team;
-    void* args[] = {&p};
-    launch_kernel(module->kernel(shape.kernel_index), blocks_for(int64_t{p.num_items} * op.heads, teams),
-                  shape.groups * shape.lanes, shape.team > 1 ? shape.groups * smem_per_group : 0, stream, args,
-                  "rows kernel launch");
+    KernelLaunch l;
+    l.kernel = r.module->kernel(shape.kernel_index);
+    l.list = part.whole_rows ? nullptr : device.parts[k].as<const int4>();
+    l.count = part.whole_rows ? g.num_nodes() : static_cast<int32_t>(part.segments.size());
+    l.min_degree = part.min_degree;
+    l.max_degree = part.max_degree;
+    l.grid = blocks_for(int64_t{l.count} * op.heads, shape.groups / shape.team);
+    l.block = shape.groups * shape.lanes;
+    l.smem = shape.team > 1 ? shape.groups * smem_per_group : 0;
+    r.rows.push_back(l);
   }
-  if (!plan->host().hubs.empty()) {
-    p.hubs = device.hubs.as<const int4>();
-    p.num_hubs = static_cast<int>(plan->host().hubs.size());
-    const int32_t lanes = s.solver == SolverId::Hybrid ? 32 : s.lanes;
-    void* args[] = {&p};
-    launch_kernel(module->kernel(s.solver == SolverId::Hybrid ? 2 : 1),
-                  blocks_for(int64_t{p.num_hubs} * op.heads, 256 / lanes), 256, 0, stream, args, "merge kernel launch");
+  if (!r.plan->host().hubs.empty()) {
+    KernelLaunch l;
+    l.kernel = r.module->kernel(s.solver == SolverId::Hybrid ? 2 : 1);
+    l.list = device.hubs.as<const int4>();
+    l.count = static_cast<int32_t>(r.plan->host().hubs.size());
+    l.grid = blocks_for(int64_t{l.count} * op.heads, 256 / (s.solver == SolverId::Hybrid ? 32 : s.lanes));
+    l.block = 256;
+    r.merge = l;
+  }
+  return r;
+}
+
+void launch_pass(const PassRecipe& r, int32_t num_nodes, Params p, cudaStream_t stream) {
+  p.ptr = r.ptr;
+  p.idx = r.idx;
+  p.num_nodes = num_nodes;
+  void* args[] = {&p};
+  for (const KernelLaunch& l : r.rows) {
+    p.segments = l.list;
+    p.num_items = l.count;
+    p.min_degree = l.min_degree;
+    p.max_degree = l.max_degree;
+    launch_kernel(l.kernel, l.grid, l.block, l.smem, stream, args, "rows kernel launch");
+  }
+  if (r.merge) {
+    p.hubs = r.merge->list;
+    p.num_hubs = r.merge->count;
+    launch_kernel(r.merge->kernel, r.merge->grid, r.merge->block, 0, stream, args, "merge kernel launch");
   }
 }
 
@@ -269,23 +298,55 @@ std::vector<std::string> backward_helper_names(const dfgnn_op_t& op) {
 }
 
 size_t workspace_size(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction, const OpSchedules& s) {
-  Carver c(nullptr);
-  if (direction == DFGNN_FORWARD) carve_forward(c, graph, op, s);
-  else carve_backward(c, graph, op, s);
-  return c.used();
+  const PassKind first = direction == DFGNN_FORWARD ? PassKind::Forward : PassKind::BackwardRow;
+  const int32_t row_slots = get_plan(graph, first, s.row)->host().num_slots;
+  const int32_t col_slots =
+      direction == DFGNN_FORWARD ? 0 : get_plan(graph, PassKind::BackwardCol, s.col)->host().num_slots;
+  return workspace_bytes(op, direction, graph.num_nodes(), row_slots, col_slots);
+}
+
+std::shared_ptr<const Recipe> recipe_for(Context& ctx, const Graph& g, const dfgnn_op_t& op,
+                                         dfgnn_direction_t direction, const char* forced, int32_t max_vec) {
+  RecipeKey key;
+  key.context = ctx.serial;
+  key.generation = ctx.dispatcher.generation();  // read first: tuning during this build retires the recipe
+  key.model = op.model;
+  key.dtype = op.dtype;
+  key.heads = op.heads;
+  key.dim = op.dim;
+  key.direction = direction;
+  key.max_vec = max_vec;
+  cuda_check(cudaGetDevice(&key.device), "cudaGetDevice");
+  if (forced != nullptr) key.forced = forced;
+  if (auto found = g.recipe(key)) return found;
+
+  auto r = std::make_shared<Recipe>();
+  r->schedules = choose_schedules(ctx, g, op, direction, forced, max_vec);
+  if (direction == DFGNN_FORWARD) {
+    r->first = build_pass(ctx, g, op, PassKind::Forward, r->schedules.row);
+  } else {
+    r->first = build_pass(ctx, g, op, PassKind::BackwardRow, r->schedules.row);
+    r->second = build_pass(ctx, g, op, PassKind::BackwardCol, r->schedules.col);
+    r->helpers = ctx.modules.loaded(backward_helper_names(op), ctx.current_arch());
+  }
+  r->workspace_bytes = workspace_bytes(op, direction, g.num_nodes(), r->first.slots, r->second.slots);
+  return g.store_recipe(key, std::move(r));
 }
 
 void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inputs_t& in, void* out, float* lse,
              const LaunchArgs& launch) {
   check_gpu_op(g, &op);
   require_device("dfgnnForward");
-  if (out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
+  const int32_t n = g.num_nodes();
+  if (n == 0) {  // nothing to launch; a forced schedule is still checked
+    choose_schedules(ctx, g, op, DFGNN_FORWARD, launch.schedule, alignment_vec(op, {}));
+    return;
+  }
+  if (out == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
   const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out});
-  const OpSchedules s = choose_schedules(ctx, g, op, DFGNN_FORWARD, launch.schedule, max_vec);
+  const auto recipe = recipe_for(ctx, g, op, DFGNN_FORWARD, launch.schedule, max_vec);
+  check_workspace(launch, recipe->workspace_bytes);
   Carver carver(launch.workspace);
-  float* partials = carve_forward(carver, g, op, s);
-  check_workspace(launch, carver.used());
-  if (g.num_nodes() == 0) return;
   Params p{};
   p.x0 = op.model == DFGNN_MODEL_TRANSFORMER ? in.q : in.h;
   p.x1 = op.model == DFGNN_MODEL_TRANSFORMER ? in.k : in.h_dst;
@@ -295,33 +356,34 @@ void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inp
   p.beta = static_cast<const float*>(in.beta);
   p.out = out;
   p.lse = lse;
-  p.partials = partials;
+  p.partials = carve_forward(carver, op, recipe->first.slots);
   p.slope = op.negative_slope;
   p.scale = static_cast<float>(effective_scale(op));
-  run_pass(ctx, g, op, PassKind::Forward, s.row, p, launch.stream);
+  launch_pass(recipe->first, n, p, launch.stream);
 }
 
 void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inputs_t& in, const void* out,
               const float* lse, const void* grad_out, const dfgnn_grads_t& grads, const LaunchArgs& launch) {
   check_gpu_op(g, &op);
   require_device("dfgnnBackward");
-  if (g.num_nodes() > 0 && (out == nullptr || lse == nullptr || grad_out == nullptr))
-    fail(DFGNN_STATUS_NULL_POINTER, "backward needs the forward's out and lse and grad_out ({} is null)",
-         out == nullptr ? "out" : lse == nullptr ? "lse" : "grad_out");
-  const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out, grad_out, grads.h, grads.h_dst,
-                                             grads.q, grads.k, grads.v});
-  const OpSchedules s = choose_schedules(ctx, g, op, DFGNN_BACKWARD, launch.schedule, max_vec);
-  Carver carver(launch.workspace);
-  const BackwardScratch w = carve_backward(carver, g, op, s);
-  check_workspace(launch, carver.used());
   const int32_t n = g.num_nodes();
   if (n == 0) {
-    // No nodes: parameter gradients are zero.
+    // No nodes: nothing to launch; parameter gradients are zero.
+    choose_schedules(ctx, g, op, DFGNN_BACKWARD, launch.schedule, alignment_vec(op, {}));
     if (grads.att_src) cuda_check(cudaMemsetAsync(grads.att_src, 0, sizeof(float) * op.heads * op.dim, launch.stream), "memset");
     if (grads.att_dst) cuda_check(cudaMemsetAsync(grads.att_dst, 0, sizeof(float) * op.heads * op.dim, launch.stream), "memset");
     if (grads.beta) cuda_check(cudaMemsetAsync(grads.beta, 0, sizeof(float), launch.stream), "memset");
     return;
   }
+  if (out == nullptr || lse == nullptr || grad_out == nullptr)
+    fail(DFGNN_STATUS_NULL_POINTER, "backward needs the forward's out and lse and grad_out ({} is null)",
+         out == nullptr ? "out" : lse == nullptr ? "lse" : "grad_out");
+  const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out, grad_out, grads.h, grads.h_dst,
+                                             grads.q, grads.k, grads.v});
+  const auto recipe = recipe_for(ctx, g, op, DFGNN_BACKWARD, launch.schedule, max_vec);
+  check_workspace(launch, recipe->workspace_bytes);
+  Carver carver(launch.workspace);
+  const BackwardScratch w = carve_backward(carver, n, op, recipe->first.slots, recipe->second.slots);
   Params p{};
   const bool tr = op.model == DFGNN_MODEL_TRANSFORMER;
   p.x0 = tr ? in.q : in.h;
@@ -347,16 +409,15 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   p.slope = op.negative_slope;
   p.scale = static_cast<float>(effective_scale(op));
 
-  const int arch = ctx.current_arch();
-  const auto helpers = ctx.modules.loaded(backward_helper_names(op), arch);
+  const LoadedModule& helpers = *recipe->helpers;
   const int32_t prep_lanes = lanes_for_dim(op.dim, 1);
   {
     void* args[] = {&p};
-    launch_kernel(helpers->kernel(0), blocks_for(int64_t{n} * op.heads, 256 / prep_lanes), 256, 0, launch.stream, args,
+    launch_kernel(helpers.kernel(0), blocks_for(int64_t{n} * op.heads, 256 / prep_lanes), 256, 0, launch.stream, args,
                   "prep kernel launch");
   }
-  run_pass(ctx, g, op, PassKind::BackwardRow, s.row, p, launch.stream);
-  run_pass(ctx, g, op, PassKind::BackwardCol, s.col, p, launch.stream);
+  launch_pass(recipe->first, n, p, launch.stream);
+  launch_pass(recipe->second, n, p, launch.stream);
 
   // Parameter gradients: deterministic two-stage sums over nodes.
   auto reduce = [&](const void* x, const float* weights, int cols, float* result) {
@@ -364,10 +425,10 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
     int nodes_per_block = (n + blocks - 1) / blocks;
     const int used_blocks = (n + nodes_per_block - 1) / nodes_per_block;
     void* args1[] = {&x, &weights, const_cast<int32_t*>(&n), &cols, &nodes_per_block, const_cast<float**>(&w.stage)};
-    launch_kernel(helpers->kernel(1), used_blocks, 256, 0, launch.stream, args1, "reduce kernel launch");
+    launch_kernel(helpers.kernel(1), used_blocks, 256, 0, launch.stream, args1, "reduce kernel launch");
     int b = used_blocks;
     void* args2[] = {const_cast<float**>(&w.stage), &b, &cols, &result};
-    launch_kernel(helpers->kernel(2), 1, 256, 0, launch.stream, args2, "reduce kernel launch");
+    launch_kernel(helpers.kernel(2), 1, 256, 0, launch.stream, args2, "reduce kernel launch");
   };
   const int hd = op.heads * op.dim;
   switch (op.model) {
