@@ -1,6 +1,8 @@
 """dfgnn.Graph: a validated graph held as CSR by destination plus its transpose (CSC)."""
 
+import itertools
 import os
+import weakref
 
 import numpy as np
 
@@ -37,6 +39,22 @@ def _infer_num_nodes(edge_index):
     return int(edge_index.max()) + 1
 
 
+# Every Graph gets a process-unique integer key (never reused), and a weak registry maps keys back
+# to live graphs. dfgnn.torch passes the key through torch custom ops, whose schemas take tensors
+# and scalars but not arbitrary Python objects (torch.compile then treats the key like any int).
+_keys = itertools.count(1)
+_by_key = weakref.WeakValueDictionary()
+
+
+def graph_by_key(key):
+    """The live Graph with this key (see :attr:`Graph.key`); an error if it was freed."""
+    g = _by_key.get(int(key))
+    if g is None:
+        raise invalid_argument(f"dfgnn.Graph #{int(key)} no longer exists: keep the Graph object alive while ops "
+                               "that use it (forward and backward) can run", kind="value")
+    return g
+
+
 class Graph:
     """A graph for dfgnn's attention ops: CSR by destination (row i lists the sources j of its
     in-edges), its transpose, the degree fingerprint and, on first GPU use, device copies and
@@ -54,7 +72,7 @@ class Graph:
     duplicates stay and each counts in the softmax, as in PyG).
     """
 
-    __slots__ = ("_h", "_fingerprint", "_device", "__weakref__")
+    __slots__ = ("_h", "_fingerprint", "_device", "_key", "__weakref__")
 
     def __init__(self, edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates=False, context=None):
         edge_index = _as_index_array(edge_index, "edge_index")
@@ -67,6 +85,8 @@ class Graph:
         self._h = handle
         self._fingerprint = None
         self._device = None  # CUDA device index of the device copy, once a GPU op used it
+        self._key = next(_keys)
+        _by_key[self._key] = self
 
     @classmethod
     def _wrap(cls, handle):
@@ -129,6 +149,12 @@ class Graph:
     def num_edges(self):
         """Edge count after self-loop handling."""
         return self._h.size()[1]
+
+    @property
+    def key(self):
+        """A process-unique integer naming this graph (never reused after it is freed); see
+        :func:`dfgnn.torch` custom ops, which take graphs by key."""
+        return self._key
 
     @property
     def context(self):

@@ -9,10 +9,17 @@ Ops (``torch.autograd.Function`` subclasses, plus functional wrappers):
 
 Each returns ``out`` [N, H, D]. On CUDA tensors they run the fused kernels (float32, float16 or
 bfloat16 features; attention vectors and beta in float32) asynchronously on torch's current
-stream of the tensors' device, with device scratch from torch's caching allocator. On CPU
-float64 tensors they run dfgnn's float64 reference ops (for ``torch.autograd.gradcheck`` and
-tests). The backward recomputes attention from the saved per-(node, head) log-sum-exp; no E x H
-tensor is stored. Double backward is not supported.
+stream of the tensors' device, with device scratch from torch's caching allocator (nothing is
+allocated outside torch and nothing waits on the host after an op's first call on a graph, so the
+calls can be captured in CUDA graphs once warmed up). Under ``torch.autocast`` float32 features
+run in the autocast dtype. On CPU float64 tensors they run dfgnn's float64 reference ops (for
+``torch.autograd.gradcheck`` and tests). The backward recomputes attention from the saved
+per-(node, head) log-sum-exp; no E x H tensor is stored. Double backward is not supported.
+
+The functions (and the layers) run through torch custom ops, ``torch.ops.dfgnn.gat`` /
+``gatv2`` / ``transformer`` / ``agnn`` and their ``*_backward`` ops (see :data:`OPS`), with fake
+implementations and autograd registered, so ``torch.compile(model, fullgraph=True)`` traces them
+without graph breaks. The autograd.Function classes remain as a lower-level API.
 
 A graph is a :class:`dfgnn.Graph`, or a PyG ``edge_index`` (int32/int64 [2, E], on the CPU or
 on the tensors' device) that is turned into one and cached for as long as that tensor lives
@@ -34,12 +41,12 @@ import math
 import weakref
 
 from . import _dfgnn
-from ._errors import invalid_argument
-from ._graph import Graph
-from ._op import Direction, make_op
+from ._errors import InvalidArgumentError, invalid_argument
+from ._graph import Graph, graph_by_key
+from ._op import MODEL_INPUTS, Direction, make_op
 
 __all__ = [
-    "graph", "gat", "gatv2", "transformer", "agnn",
+    "graph", "gat", "gatv2", "transformer", "agnn", "OPS",
     "GATFunction", "GATv2Function", "TransformerFunction", "AGNNFunction",
     "GATConv", "GATv2Conv", "TransformerConv", "AGNNConv",
 ]
@@ -292,6 +299,135 @@ class AGNNFunction(_AttentionFunction):
 
 
 
+# ---------------------------------------------------------------- torch custom ops (torch.compile)
+
+# The four ops are registered as torch custom ops: dfgnn::gat, dfgnn::gatv2, dfgnn::transformer,
+# dfgnn::agnn (forward; returns out and lse) and dfgnn::<model>_backward, with fake implementations
+# (shapes only, for torch.compile's tracing) and the backward attached with register_autograd. The
+# functional API and the layers call them, so torch.compile(fullgraph=True) traces a layer stack
+# without graph breaks, and the backward shows up in the compiled backward graph.
+#
+# A dfgnn.Graph is not a tensor, so an op takes its graph as three arguments
+# (edge_index, graph_key, add_self_loops):
+#   - a dfgnn.Graph travels by Graph.key, an int (torch.compile guards on it or makes it symbolic);
+#     the op looks the live Graph up in a weak registry (dfgnn._graph.graph_by_key);
+#   - an edge_index tensor travels as itself and becomes a Graph inside the op, where real data
+#     exists (through graph()'s cache: built once per edge_index tensor, not per call).
+# Torch's opaque-object support for custom ops is still changing between releases (2.11 and 2.15
+# differ), so an int key is the portable choice.
+
+_GRAPH_ARGS = "Tensor? edge_index, SymInt graph_key, bool add_self_loops"
+_OPTION_ARGS = "float negative_slope, float? scale, bool deterministic, str? schedule"
+_EXTRA = 7  # number of graph + option arguments after the tensors
+
+
+def _op_graph(edge_index, key, add_self_loops, num_nodes):
+    if edge_index is not None:
+        return graph(edge_index, num_nodes, add_self_loops=add_self_loops)
+    return graph_by_key(key)
+
+
+def _op_params(model, negative_slope, scale, deterministic):
+    """The op fields this model reads (others stay at their defaults, so op keys do not vary)."""
+    params = dict(deterministic=deterministic)
+    if model in ("gat", "gatv2"):
+        params["negative_slope"] = negative_slope
+    elif model == "transformer":
+        params["scale"] = scale
+    return params
+
+
+def _lse_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _define_ops(model):
+    names = MODEL_INPUTS[model]
+    k = len(names)
+    tensors = ", ".join(f"Tensor {n}" for n in names)
+
+    def forward_impl(*args):
+        xs = args[:k]
+        edge_index, key, loops, slope, scale, deterministic, schedule = args[k:]
+        inputs = _prepared(dict(zip(names, xs)))
+        g = _op_graph(edge_index, key, loops, xs[0].shape[0])
+        return _run_forward(g, model, inputs, _op_params(model, slope, scale, deterministic), schedule)
+
+    def forward_fake(*args):
+        first = args[0]
+        n, heads, dim = first.shape
+        return first.new_empty((n, heads, dim)), first.new_empty((n, heads), dtype=_lse_dtype(first.dtype))
+
+    def backward_impl(grad_out, *args):
+        xs, out, lse = args[:k], args[k], args[k + 1]
+        edge_index, key, loops, slope, scale, deterministic, schedule = args[k + 2:]
+        inputs = _prepared(dict(zip(names, xs)))
+        g = _op_graph(edge_index, key, loops, xs[0].shape[0])
+        grads = _run_backward(g, model, inputs, out.contiguous(), lse.contiguous(), grad_out,
+                              _op_params(model, slope, scale, deterministic), schedule)
+        return tuple(grads[n] for n in names)
+
+    def backward_fake(grad_out, *args):
+        return tuple(x.new_empty(x.shape) for x in args[:k])
+
+    def setup_context(ctx, inputs, output):
+        edge_index, key = inputs[k], inputs[k + 1]
+        ctx.dfgnn_args = inputs[k + 1:]
+        ctx.save_for_backward(*inputs[:k], *output, edge_index)
+        if edge_index is None and isinstance(key, int):
+            # eager mode: hold the Graph until the backward (the caller may drop it right away)
+            ctx.dfgnn_graph = _by_key_or_none(key)
+
+    def backward(ctx, grad_out, _grad_lse):
+        saved = ctx.saved_tensors
+        xs, out, lse, edge_index = saved[:k], saved[k], saved[k + 1], saved[k + 2]
+        # under autocast the incoming gradient may be float32 for a bfloat16 output
+        grads = backward_op(grad_out.to(out.dtype), *xs, out, lse, edge_index, *ctx.dfgnn_args)
+        return tuple(grads) + (None,) * _EXTRA
+
+    forward_def = torch.library.custom_op(
+        f"dfgnn::{model}", forward_impl, mutates_args=(),
+        schema=f"({tensors}, {_GRAPH_ARGS}, {_OPTION_ARGS}) -> (Tensor, Tensor)")
+    backward_def = torch.library.custom_op(
+        f"dfgnn::{model}_backward", backward_impl, mutates_args=(),
+        schema=f"(Tensor grad_out, {tensors}, Tensor out, Tensor lse, {_GRAPH_ARGS}, {_OPTION_ARGS}) -> "
+               f"({', '.join(['Tensor'] * k)})")
+    forward_def.register_fake(forward_fake)
+    backward_def.register_fake(backward_fake)
+    backward_op = getattr(torch.ops.dfgnn, f"{model}_backward").default
+    forward_def.register_autograd(backward, setup_context=setup_context)
+    return getattr(torch.ops.dfgnn, model).default
+
+
+def _by_key_or_none(key):
+    try:
+        return graph_by_key(key)
+    except InvalidArgumentError:  # freed already: the op itself reports it
+        return None
+
+
+#: The forward custom ops, by model name (torch.ops.dfgnn.<model>.default).
+OPS = {model: _define_ops(model) for model in MODEL_INPUTS}
+
+
+def _graph_spec(g, add_self_loops, num_nodes):
+    """(Graph or None, (edge_index, graph_key, add_self_loops)) of a graph argument, for the custom
+    ops; the Graph is returned so that the caller holds it during the call."""
+    if isinstance(g, torch.Tensor):
+        return None, (g, 0, bool(add_self_loops))
+    if not isinstance(g, Graph):
+        g = graph(g, num_nodes, add_self_loops=add_self_loops)  # NumPy arrays, lists: eager only
+    return g, (None, g.key, False)
+
+
+def _call(model, g, tensors, add_self_loops, negative_slope=0.2, scale=None, deterministic=True, schedule=None):
+    held, spec = _graph_spec(g, add_self_loops, tensors[0].shape[0])
+    out, _lse = OPS[model](*tensors, *spec, float(negative_slope), None if scale is None else float(scale),
+                           bool(deterministic), schedule)
+    del held  # the op's autograd context holds the Graph from here on (see setup_context)
+    return out
+
+
 # ---------------------------------------------------------------- functional API
 
 def _feature_dtype(*features):
@@ -323,46 +459,48 @@ def _params_like(h, *params):
     return tuple(p.to(device=h.device, dtype=dtype) for p in params)
 
 
-def _graph_arg(g, n):
-    return graph(g, n) if not isinstance(g, Graph) else g
+# The graph argument of the functions below: a dfgnn.Graph (used as given), or an edge_index tensor
+# [2, E] (int32/int64) turned into a cached Graph with add_self_loops as given. Each function runs
+# through the custom op torch.ops.dfgnn.<model> (see OPS), also inside torch.compile.
 
-
-def gat(graph, h, att_src, att_dst, *, heads=None, negative_slope=0.2, deterministic=True, schedule=None):
+def gat(graph, h, att_src, att_dst, *, heads=None, negative_slope=0.2, deterministic=True, schedule=None,
+        add_self_loops=False):
     """GAT attention over a graph (a dfgnn.Graph or an edge_index tensor). h: [N, H, D]."""
     h = _features(h, heads, "h")
     h = h.to(_feature_dtype(h))
     att_src, att_dst = _params_like(h, att_src, att_dst)
-    return GATFunction.apply(_graph_arg(graph, h.shape[0]), h, att_src, att_dst, float(negative_slope),
-                             bool(deterministic), schedule)
+    return _call("gat", graph, (h, att_src, att_dst), add_self_loops,
+                 negative_slope=negative_slope, deterministic=deterministic, schedule=schedule)
 
 
-def gatv2(graph, h, h_dst, att, *, heads=None, negative_slope=0.2, deterministic=True, schedule=None):
+def gatv2(graph, h, h_dst, att, *, heads=None, negative_slope=0.2, deterministic=True, schedule=None,
+          add_self_loops=False):
     """GATv2 attention. h: source-side features [N, H, D] (aggregated), h_dst: target side."""
     h, h_dst = _features(h, heads, "h"), _features(h_dst, heads, "h_dst")
     dtype = _feature_dtype(h, h_dst)
     h, h_dst = h.to(dtype), h_dst.to(dtype)
     (att,) = _params_like(h, att)
-    return GATv2Function.apply(_graph_arg(graph, h.shape[0]), h, h_dst, att, float(negative_slope),
-                               bool(deterministic), schedule)
+    return _call("gatv2", graph, (h, h_dst, att), add_self_loops,
+                 negative_slope=negative_slope, deterministic=deterministic, schedule=schedule)
 
 
-def transformer(graph, q, k, v, *, heads=None, scale=None, deterministic=True, schedule=None):
+def transformer(graph, q, k, v, *, heads=None, scale=None, deterministic=True, schedule=None, add_self_loops=False):
     """Graph Transformer attention (PyG TransformerConv's): q (targets), k, v (sources) [N, H, D]."""
     q, k, v = _features(q, heads, "q"), _features(k, heads, "k"), _features(v, heads, "v")
     dtype = _feature_dtype(q, k, v)
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
-    return TransformerFunction.apply(_graph_arg(graph, q.shape[0]), q, k, v,
-                                     None if scale is None else float(scale), bool(deterministic), schedule)
+    return _call("transformer", graph, (q, k, v), add_self_loops, scale=scale, deterministic=deterministic,
+                 schedule=schedule)
 
 
-def agnn(graph, h, beta, *, heads=None, deterministic=True, schedule=None):
+def agnn(graph, h, beta, *, heads=None, deterministic=True, schedule=None, add_self_loops=False):
     """AGNN attention: h [N, H, D] (or [N, F] as one head), beta: one-element tensor."""
     if h.dim() == 2 and heads is None:
         h = h.unsqueeze(1)
     h = _features(h, heads, "h")
     h = h.to(_feature_dtype(h))
     (beta,) = _params_like(h, beta.reshape(1))
-    return AGNNFunction.apply(_graph_arg(graph, h.shape[0]), h, beta, bool(deterministic), schedule)
+    return _call("agnn", graph, (h, beta), add_self_loops, deterministic=deterministic, schedule=schedule)
 
 
 # ---------------------------------------------------------------- layers
@@ -396,8 +534,10 @@ def _int_channels(name, in_channels):
 
 
 def _layer_graph(edge_index, x, add_self_loops):
-    if isinstance(edge_index, Graph):
-        return edge_index  # used as given: build it with add_self_loops=True for PyG's default
+    """A Graph is used as given (build it with add_self_loops=True for PyG's default); an
+    edge_index tensor goes to the op as it is (the op caches its Graph, also under torch.compile)."""
+    if isinstance(edge_index, (Graph, torch.Tensor)):
+        return edge_index
     return graph(edge_index, x.size(0), add_self_loops=add_self_loops)
 
 
@@ -447,7 +587,8 @@ class GATConv(torch.nn.Module):
         H, C = self.heads, self.out_channels
         g = _layer_graph(edge_index, x, self.add_self_loops)
         h = self.lin(x).view(-1, H, C)
-        out = gat(g, h, self.att_src, self.att_dst, negative_slope=self.negative_slope)
+        out = gat(g, h, self.att_src, self.att_dst, negative_slope=self.negative_slope,
+                  add_self_loops=self.add_self_loops)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x)
@@ -499,7 +640,7 @@ class GATv2Conv(torch.nn.Module):
         g = _layer_graph(edge_index, x, self.add_self_loops)
         x_l = self.lin_l(x).view(-1, H, C)
         x_r = x_l if self.share_weights else self.lin_r(x).view(-1, H, C)
-        out = gatv2(g, x_l, x_r, self.att, negative_slope=self.negative_slope)
+        out = gatv2(g, x_l, x_r, self.att, negative_slope=self.negative_slope, add_self_loops=self.add_self_loops)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x)
@@ -578,7 +719,7 @@ class AGNNConv(torch.nn.Module):
 
     def forward(self, x, edge_index):
         g = _layer_graph(edge_index, x, self.add_self_loops)
-        return agnn(g, x.unsqueeze(1), self.beta).squeeze(1)
+        return agnn(g, x.unsqueeze(1), self.beta, add_self_loops=self.add_self_loops).squeeze(1)
 
     def __repr__(self):
         return f"{self.__class__.__name__}()"

@@ -2,7 +2,8 @@
 
 The tests import the *installed* package (`pip install .`, see tools/python-tests.sh); nothing here
 puts python_bindings/ on sys.path. They need neither a GPU nor PyTorch: tests that do are skipped
-with the reason. No test reads ../shared/datasets.
+with the reason. Only GPU tests read datasets beyond data/cora (see find_dataset), and they skip
+when a dataset is absent.
 """
 
 import importlib.util
@@ -57,6 +58,24 @@ def requires_gpu(fn):
 def requires_torch_cuda(fn):
     ok, reason = _torch_cuda()
     return pytest.mark.skipif(not ok, reason=reason)(fn)
+
+
+def dataset_roots():
+    """Where datasets in the ../shared/datasets format are looked up, in order: $DFGNN_DATASETS
+    (':'-separated), ../shared/datasets beside the repository, .bench-data in it."""
+    roots = [pathlib.Path(p) for p in os.environ.get("DFGNN_DATASETS", "").split(":") if p]
+    return roots + [REPO.parent / "shared" / "datasets", REPO / ".bench-data"]
+
+
+def find_dataset(name):
+    """The directory of a dataset (data/cora for "cora"), or None."""
+    if name == "cora":
+        return REPO / "data" / "cora"
+    for root in dataset_roots():
+        d = root / name
+        if (d / "edges.txt").is_file() or (d / "edges.txt.gz").is_file():
+            return d
+    return None
 
 
 @pytest.fixture(scope="session")
