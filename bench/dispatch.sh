@@ -44,6 +44,6 @@ for i in 1 2 3 4; do
 done
 codes=(); for p in "${pids[@]}"; do wait "$p"; codes+=($?); done
 echo "dispatcher exit codes: ${codes[*]}"
-$tools/dfgnn-db verify "$shared" > "$out/shared-verify.log" 2>&1; echo "dfgnn-db verify shared: exit $?"
+$tools/dfgnn-db --db "$shared" verify > "$out/shared-verify.log" 2>&1; echo "dfgnn-db verify shared: exit $?"
 grep -ci "locked" "$out"/concurrent-*.log | paste -sd' ' | sed 's/^/"locked" mentions per log: /'
 python3 bench/summarize_dispatch.py "$out" --markdown "$out/dispatch.md"

@@ -32,6 +32,6 @@ held_out=(--graph "$data/citeseer" --graph "$data/amazon-photo" --graph "$data/c
 $tools/dfgnn-bench "${tuned[@]}" --rmat 20 "${held_out[@]}" "${op[@]}" --schedules all --no-baseline --warmup 3 \
   --iters 15 --db "$db" --json "$out/tune-sweep.json" > "$out/tune-sweep.log" 2>&1
 echo "dfgnn-bench exit $?"
-$tools/dfgnn-db verify "$db" > "$out/tune-db-verify.log" 2>&1; echo "dfgnn-db verify exit $?"
+$tools/dfgnn-db --db "$db" verify > "$out/tune-db-verify.log" 2>&1; echo "dfgnn-db verify exit $?"
 python3 bench/summarize_tuning.py "$out/tune-rmat20.json" "$out/tune-set.json" "$out/tune-sweep.json" \
   --markdown "$out/tuning.md"

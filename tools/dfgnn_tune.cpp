@@ -509,9 +509,12 @@ void write_json(const Options& o, const Graphs& graphs, const std::vector<Proble
 // Tunes one problem, then asks a fresh context on the same database how it dispatches.
 void tune_one(dfgnn_context_t ctx, const Options& o, const Graphs& graphs, Problem& p) {
   const LoadedGraph& g = graphs.list[p.graph];
-  const std::string text = read_text(
-      [&](char* b, size_t c, size_t* l) { return dfgnnTune(ctx, g.graph, &p.op, p.direction, o.budget, b, c, l); },
-      "dfgnnTune");
+  // One call (asking for the length first would tune twice); a report is a few KiB.
+  std::string text(size_t{1} << 20, '\0');
+  size_t length = 0;
+  check(dfgnnTune(ctx, g.graph, &p.op, p.direction, o.budget, text.data(), text.size(), &length), "dfgnnTune");
+  if (length >= text.size()) throw Failure{fmt::format("dfgnnTune's report ({} bytes) did not fit its buffer", length)};
+  text.resize(length);
   p.report = json::parse(text, nullptr, false);
   if (!p.report.is_array()) throw Failure{"dfgnnTune returned a report that is not a JSON array: " + text};
   p.reproduce = reproduce_command(p, g, p.report);

@@ -100,7 +100,7 @@ class Dispatcher {
   bool db_opened_ = false;
   std::optional<db::EnvironmentInfo> env_;
   std::atomic<TuneMode> mode_{TuneMode::Off};
-  std::atomic<double> max_distance_{1.0};
+  std::atomic<double> max_distance_{2.0};  // set from the environment (dispatch.cpp)
 };
 
 }  // namespace dfgnn

@@ -96,13 +96,26 @@ TEST(GpuCache, SecondLaunchCompilesNothing) {
   EXPECT_EQ(ws, 0u);  // the sub-warp default needs no scratch
   dfgnn_launch_t launch{};
   DFGNN_ASSERT_OK(dfgnnForward(ctx.get(), g.get(), &op, &in, out, lse, &launch));
-  uint64_t compiles1 = 0, hits1 = 0, compiles2 = 0, hits2 = 0;
-  DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), &compiles1, &hits1, nullptr));
+  uint64_t compiles1 = 0, loads1 = 0, compiles2 = 0, loads2 = 0;
+  DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), &compiles1, nullptr, &loads1));
   DFGNN_ASSERT_OK(dfgnnForward(ctx.get(), g.get(), &op, &in, out, lse, &launch));
-  DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), &compiles2, &hits2, nullptr));
+  DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), &compiles2, nullptr, &loads2));
   EXPECT_EQ(compiles1, 1u);
+  EXPECT_EQ(loads1, 1u);
+  // The second call reuses the launch recipe: no compile, no module load.
   EXPECT_EQ(compiles2, compiles1);
-  EXPECT_GT(hits2, hits1);
+  EXPECT_EQ(loads2, loads1);
+  // Forcing the dispatched schedule by text is another recipe, answered by the module cache.
+  char text[256];
+  size_t text_length = 0;
+  DFGNN_ASSERT_OK(dfgnnGetSchedule(ctx.get(), g.get(), &op, DFGNN_FORWARD, nullptr, text, sizeof(text), &text_length));
+  uint64_t hits3 = 0, hits4 = 0, compiles4 = 0;
+  DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), nullptr, &hits3, nullptr));
+  launch.schedule = text;
+  DFGNN_ASSERT_OK(dfgnnForward(ctx.get(), g.get(), &op, &in, out, lse, &launch));
+  DFGNN_ASSERT_OK(dfgnnGetCacheCounters(ctx.get(), &compiles4, &hits4, nullptr));
+  EXPECT_EQ(compiles4, compiles2);
+  EXPECT_GT(hits4, hits3);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (void* p : {q, k, v, out, static_cast<void*>(lse)}) cudaFree(p);
 }

@@ -347,7 +347,7 @@ DFGNN_API dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, 
 /* Without a forced schedule, each pass of an op is dispatched in this order: the context's
  * in-process cache, an exact hit in the tuning database (same GPU class, kernel source, op and
  * graph fingerprint), the nearest tuned fingerprint of the same GPU class and op within a
- * distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 1.0), tuning on a miss when enabled,
+ * distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 2.0), tuning on a miss when enabled,
  * and the solvers' default rule. */
 typedef enum dfgnn_tune_mode {
   DFGNN_TUNE_OFF = 0,     /* never tune implicitly (default; env DFGNN_TUNE=off) */
@@ -365,8 +365,9 @@ DFGNN_API dfgnn_status_t dfgnnSetDatabase(dfgnn_context_t ctx, const char* user_
 /* Tunes an op direction on this graph (forward: one pass; backward: the row pass, then the
  * column pass), within budget_seconds, stores the winners in the user database and makes the
  * context dispatch them. report (JSON array, one object per pass: winner, default, speedup,
- * runner-up, counts, reason) uses the buffer protocol of dfgnnFingerprintSerialize; report may be
- * null with capacity 0. Needs a GPU. */
+ * runner-up, counts, reason) uses the buffer protocol of dfgnnFingerprintSerialize, but each call
+ * tunes again: pass a buffer large enough at once (a report is about 1 KiB per pass; 64 KiB is
+ * ample) rather than asking for the length first. report may be null with capacity 0. Needs a GPU. */
 DFGNN_API dfgnn_status_t dfgnnTune(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
                                    dfgnn_direction_t direction, double budget_seconds, char* report,
                                    size_t capacity, size_t* length);
