@@ -1,8 +1,28 @@
-// dfgnn kernel templates, part 0: the kernel parameter block. Plain data only, so the host
-// runtime includes this same file to fill it (one definition on both sides).
+// dfgnn kernel templates, part 0: the kernel parameter block and the dropout mask. Plain data and
+// one pure function, so the host runtime includes this same file to fill the block and the float64
+// reference draws the same mask (one definition on both sides).
 #pragma once
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define DFGNN_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define DFGNN_HOST_DEVICE inline
+#endif
+
 namespace dfgnn {
+
+// Attention dropout: the weight of edge `edge` (its CSR position) in head `head` is kept, scaled by
+// `keep_scale` = 1 / (1 - p), when a counter-based hash of (seed, edge, head) is at or above
+// `threshold` = p * 2^32, else dropped. Stateless, so the backward passes regenerate the forward's
+// mask without storing it (the column pass through the CSC's CSR positions).
+DFGNN_HOST_DEVICE float dropout_factor(unsigned long long seed, unsigned threshold, float keep_scale, long long edge,
+                                       int heads, int head) {
+  unsigned long long x = seed + (static_cast<unsigned long long>(edge) * heads + head + 1) * 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;  // splitmix64's finaliser
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<unsigned>(x >> 32) >= threshold ? keep_scale : 0.f;
+}
 
 // Everything a kernel may need, passed by value; each model/pass reads its own fields.
 // The traversed structure (ptr/idx) is CSR (by destination) for forward and row passes, and
@@ -43,6 +63,10 @@ struct Params {
   int num_nodes;
   float slope;           // LeakyReLU negative slope
   float scale;           // Transformer score scale
+  const int* eid;        // column pass: CSR position of each CSC entry (edge ids of the dropout mask)
+  unsigned long long dropout_seed;
+  unsigned dropout_threshold;  // 0: no dropout
+  float dropout_scale;         // 1 / (1 - p)
 };
 
 }  // namespace dfgnn

@@ -77,6 +77,14 @@ __device__ __forceinline__ void load_ids(const Params& p, int e0, int n, int (&j
   for (int u = 0; u < U; ++u) j[u] = p.idx[e0 + (u < n ? u : n - 1)];
 }
 
+// Dropout factor of the edge at position `pos` of the traversed structure (1 without dropout).
+template <int H>
+__device__ __forceinline__ float dropout_at(const Params& p, int pos, int head) {
+  if (p.dropout_threshold == 0u) return 1.f;
+  const long long edge = p.eid != nullptr ? p.eid[pos] : pos;
+  return dropout_factor(p.dropout_seed, p.dropout_threshold, p.dropout_scale, edge, H, head);
+}
+
 // ================================================================ forward
 template <typename G, template <typename> class Var>
 struct Forward {
@@ -132,10 +140,11 @@ struct Forward {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const float w = exp_fast(score[u] - m_new);
-      st.s[1] += w;
+      st.s[1] += w;  // the softmax normalises over every edge; dropout scales what is aggregated
+      const float wv = u < n ? w * dropout_at<G::H>(p, e0 + u, c.head) : 0.f;
       const float(&value)[G::R] = M::kSeparateValue ? val[M::kSeparateValue ? u : 0] : key[u];
 #pragma unroll
-      for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(w, value[r], st.v[0][r]);
+      for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(wv, value[r], st.v[0][r]);
     }
     st.s[0] = m_new;
   }
@@ -161,8 +170,9 @@ struct Forward {
 };
 
 // ================================================================ backward, row side (CSR)
-// Per edge j of row i: p_ij = exp(s_ij - lse_i), dp_ij = dout_i . value_j,
-// ds_ij = p_ij (dp_ij - Delta_i); the variant's row hook accumulates ds into row gradients.
+// Per edge j of row i: p_ij = exp(s_ij - lse_i), dp_ij = m_ij dout_i . value_j (m: the dropout
+// factor, 1 without dropout), ds_ij = p_ij (dp_ij - Delta_i); the variant's row hook accumulates ds
+// into row gradients. Delta_i = dout_i . out_i already holds the dropped weights.
 template <typename G, template <typename> class Var>
 struct BackwardRow {
   using G_ = G;
@@ -217,7 +227,7 @@ struct BackwardRow {
 #pragma unroll
       for (int s = 0; s < M::S; ++s) sums[s] = part[u][s];
       const float prob = exp_fast(M::score(p, c.row, sums) - c.lse);
-      const float ds = prob * (part[u][M::S] - c.delta);
+      const float ds = prob * (part[u][M::S] * dropout_at<G::H>(p, e0 + u, c.head) - c.delta);
       Hooks::accumulate(p, c.row, key[u], sums, ds, st);
     }
   }
@@ -280,9 +290,10 @@ struct BackwardCol {
       if (u >= n) break;
       float aux = 0.f;  // variant's score intermediate (z for GAT, cos for AGNN)
       const float prob = exp_fast(Hooks::score(p, c.col, nbr[u], part[u], aux) - lse[u]);
-      const float ds = prob * (part[u][S] - delta[u]);
+      const float keep = dropout_at<G::H>(p, e0 + u, c.head);
+      const float ds = prob * (part[u][S] * keep - delta[u]);
 #pragma unroll
-      for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(prob, dout[u][r], st.v[0][r]);
+      for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(prob * keep, dout[u][r], st.v[0][r]);
       Hooks::accumulate(p, c.col, nbr[u], aux, ds, st);
     }
   }

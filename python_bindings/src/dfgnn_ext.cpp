@@ -797,11 +797,15 @@ NB_MODULE(_dfgnn, m) {
       .def_rw("negative_slope", &dfgnn_op_t::negative_slope)
       .def_rw("scale", &dfgnn_op_t::scale)
       .def_rw("deterministic", &dfgnn_op_t::deterministic)
+      .def_rw("dropout", &dfgnn_op_t::dropout, "attention dropout probability in [0, 1)")
+      .def_rw("dropout_seed", &dfgnn_op_t::dropout_seed, "seed of the dropout mask (the backward needs the forward's)")
       .def("__repr__", [](const dfgnn_op_t& o) {
         std::ostringstream s;
         s << "Op(model=" << model_name(o.model) << ", dtype=" << dtype_name(dl_dtype_of(o.dtype))
           << ", heads=" << o.heads << ", dim=" << o.dim << ", negative_slope=" << o.negative_slope
-          << ", scale=" << o.scale << ", deterministic=" << o.deterministic << ")";
+          << ", scale=" << o.scale << ", deterministic=" << o.deterministic;
+        if (o.dropout > 0) s << ", dropout=" << o.dropout << ", dropout_seed=" << o.dropout_seed;
+        s << ")";
         return s.str();
       });
 

@@ -2,7 +2,9 @@
 
 #include "error.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace dfgnn {
@@ -61,7 +63,14 @@ void validate_op(const dfgnn_op_t& op, int64_t num_nodes) {
           "N*H*D = {}*{}*{} is too large", num_nodes, op.heads, op.dim);
   require(std::isfinite(op.negative_slope), "op.negative_slope must be finite");
   require(std::isfinite(op.scale) && op.scale >= 0, "op.scale must be finite and >= 0 (0 = 1/sqrt(D))");
+  require(op.dropout >= 0.f && op.dropout < 1.f, "op.dropout must be in [0, 1) (got {})", op.dropout);
 }
+
+uint32_t dropout_threshold(const dfgnn_op_t& op) {
+  return static_cast<uint32_t>(std::min(std::llround(static_cast<double>(op.dropout) * 4294967296.0), 4294967295LL));
+}
+
+float dropout_scale(const dfgnn_op_t& op) { return 1.0f / (1.0f - op.dropout); }
 
 void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what) {
   const uint32_t needed = model_slots(op.model);

@@ -32,5 +32,9 @@ void validate_op(const dfgnn_op_t& op, int64_t num_nodes);
 void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what);
 // Score scale actually used (Transformer: op.scale or 1/sqrt(D)).
 double effective_scale(const dfgnn_op_t& op);
+// Dropout mask parameters of the kernels and the reference (params.cuh, dropout_factor): the
+// drop threshold p * 2^32 (0: no dropout) and the keep scale 1 / (1 - p).
+uint32_t dropout_threshold(const dfgnn_op_t& op);
+float dropout_scale(const dfgnn_op_t& op);
 
 }  // namespace dfgnn

@@ -163,6 +163,7 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
   const DeviceCompressed& structure = pass == PassKind::BackwardCol ? g.device_csc() : g.device_csr();
   r.ptr = structure.ptr.as<const int>();
   r.idx = structure.idx.as<const int>();
+  if (pass == PassKind::BackwardCol) r.eid = structure.eid.as<const int>();
   r.plan = get_plan(g, pass, s);
   r.slots = r.plan->host().num_slots;
   const Plan::Device& device = r.plan->device();
@@ -197,6 +198,7 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
 void launch_pass(const PassRecipe& r, int32_t num_nodes, Params p, cudaStream_t stream) {
   p.ptr = r.ptr;
   p.idx = r.idx;
+  p.eid = r.eid;
   p.num_nodes = num_nodes;
   void* args[] = {&p};
   for (const KernelLaunch& l : r.rows) {
@@ -211,6 +213,12 @@ void launch_pass(const PassRecipe& r, int32_t num_nodes, Params p, cudaStream_t 
     p.num_hubs = r.merge->count;
     launch_kernel(r.merge->kernel, r.merge->grid, r.merge->block, 0, stream, args, "merge kernel launch");
   }
+}
+
+void set_dropout(const dfgnn_op_t& op, Params& p) {
+  p.dropout_threshold = dropout_threshold(op);
+  p.dropout_seed = op.dropout_seed;
+  p.dropout_scale = dropout_scale(op);
 }
 
 const Schedule& parse_checked(const PassProblem& problem, const std::string& text, Schedule& out) {
@@ -359,6 +367,7 @@ void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inp
   p.partials = carve_forward(carver, op, recipe->first.slots);
   p.slope = op.negative_slope;
   p.scale = static_cast<float>(effective_scale(op));
+  set_dropout(op, p);
   launch_pass(recipe->first, n, p, launch.stream);
 }
 
@@ -408,6 +417,7 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   p.num_nodes = n;
   p.slope = op.negative_slope;
   p.scale = static_cast<float>(effective_scale(op));
+  set_dropout(op, p);
 
   const LoadedModule& helpers = *recipe->helpers;
   const int32_t prep_lanes = lanes_for_dim(op.dim, 1);

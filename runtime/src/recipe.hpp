@@ -46,6 +46,7 @@ struct KernelLaunch {
 struct PassRecipe {
   const int* ptr = nullptr;  // the pass's structure on the device (CSR, or CSC for the column pass)
   const int* idx = nullptr;
+  const int* eid = nullptr;  // column pass: CSR positions of the CSC entries (dropout's edge ids)
   std::vector<KernelLaunch> rows;
   std::optional<KernelLaunch> merge;  // split rows' partial states merged
   int32_t slots = 0;                  // partial-state slots per head

@@ -5,7 +5,9 @@
 // The backward replays the same softmax, then
 //   d value_j += alpha_ij * grad_out_i
 //   d e_ij     = alpha_ij * (grad_out_i . value_j - sum_j' alpha_ij' grad_out_i . value_j')
-// and each model pushes d e_ij into the inputs of its score. A model is a small class with
+// and each model pushes d e_ij into the inputs of its score. With attention dropout the aggregated
+// weights are alpha_ij m_ij (m from params.cuh's dropout_factor, the kernels' own mask), so
+// grad_out_i . value_j and d value_j carry m_ij too. A model is a small class with
 //   score(i, j, h), value(j, h)                          (forward)
 //   start_backward(), value_grad(j, h), score_backward(i, j, h, de), write(grads)   (backward)
 // Gradients accumulate in buffers owned by the model and are copied out at the end, so the
@@ -15,6 +17,7 @@
 #include "error.hpp"
 #include "graph.hpp"
 #include "op.hpp"
+#include "params.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -293,10 +296,20 @@ double row_softmax(const Model& model, const Compressed& csr, int32_t i, int64_t
   return max + std::log(sum);
 }
 
+// Attention dropout factors of row i's edges in head h (all 1 without dropout): the kernels' mask.
+void row_dropout(const dfgnn_op_t& op, const Compressed& csr, int32_t i, int64_t h, std::vector<double>& keep) {
+  const uint32_t threshold = dropout_threshold(op);
+  const float scale = dropout_scale(op);
+  keep.assign(csr.degree(i), 1.0);
+  if (threshold == 0) return;
+  for (int32_t k = 0; k < csr.degree(i); ++k)
+    keep[k] = dropout_factor(op.dropout_seed, threshold, scale, csr.ptr[i] + k, op.heads, static_cast<int>(h));
+}
+
 template <typename Model>
-void forward(const Graph& graph, const Dims& dims, const Model& model, double* out, double* lse) {
+void forward(const Graph& graph, const Dims& dims, const dfgnn_op_t& op, const Model& model, double* out, double* lse) {
   const Compressed& csr = graph.csr();
-  std::vector<double> alpha;
+  std::vector<double> alpha, keep;
   for (int32_t i = 0; i < graph.num_nodes(); ++i)
     for (int64_t h = 0; h < dims.heads; ++h) {
       double* o = out + dims.at(i, h);
@@ -307,15 +320,18 @@ void forward(const Graph& graph, const Dims& dims, const Model& model, double* o
       }
       const double row_lse = row_softmax(model, csr, i, h, alpha);
       if (lse != nullptr) lse[dims.scalar(i, h)] = row_lse;
-      for (int32_t k = 0; k < csr.degree(i); ++k) axpy(alpha[k], model.value(csr.idx[csr.ptr[i] + k], h), o, dims.dim);
+      row_dropout(op, csr, i, h, keep);
+      for (int32_t k = 0; k < csr.degree(i); ++k)
+        axpy(alpha[k] * keep[k], model.value(csr.idx[csr.ptr[i] + k], h), o, dims.dim);
     }
 }
 
 template <typename Model>
-void backward(const Graph& graph, const Dims& dims, Model& model, const double* grad_out, const dfgnn_grads_t& grads) {
+void backward(const Graph& graph, const Dims& dims, const dfgnn_op_t& op, Model& model, const double* grad_out,
+              const dfgnn_grads_t& grads) {
   const Compressed& csr = graph.csr();
   model.start_backward();
-  std::vector<double> alpha, dots;  // per edge of the row: alpha_ij, grad_out_i . value_j
+  std::vector<double> alpha, dots, keep;  // per edge of the row: alpha_ij, m_ij grad_out_i . value_j, m_ij
   for (int32_t i = 0; i < graph.num_nodes(); ++i)
     for (int64_t h = 0; h < dims.heads; ++h) {
       const int32_t begin = csr.ptr[i], degree = csr.degree(i);
@@ -323,14 +339,15 @@ void backward(const Graph& graph, const Dims& dims, Model& model, const double* 
       row_softmax(model, csr, i, h, alpha);
       const double* go = grad_out + dims.at(i, h);
       dots.resize(degree);
-      double expected = 0.0;  // sum_j alpha_ij grad_out_i . value_j
+      row_dropout(op, csr, i, h, keep);
+      double expected = 0.0;  // sum_j alpha_ij m_ij grad_out_i . value_j
       for (int32_t k = 0; k < degree; ++k) {
-        dots[k] = dot(go, model.value(csr.idx[begin + k], h), dims.dim);
+        dots[k] = keep[k] * dot(go, model.value(csr.idx[begin + k], h), dims.dim);
         expected += alpha[k] * dots[k];
       }
       for (int32_t k = 0; k < degree; ++k) {
         const int32_t j = csr.idx[begin + k];
-        axpy(alpha[k], go, model.value_grad(j, h), dims.dim);
+        axpy(alpha[k] * keep[k], go, model.value_grad(j, h), dims.dim);
         model.score_backward(i, j, h, alpha[k] * (dots[k] - expected));
       }
     }
@@ -356,13 +373,13 @@ Dims dims_of(const Graph& graph, const dfgnn_op_t& op) { return {graph.num_nodes
 void reference_forward(const Graph& graph, const dfgnn_op_t& op, const dfgnn_inputs_t& in, double* out,
                        double* lse) {
   const Dims dims = dims_of(graph, op);
-  with_model(dims, op, in, [&](auto& model) { forward(graph, dims, model, out, lse); });
+  with_model(dims, op, in, [&](auto& model) { forward(graph, dims, op, model, out, lse); });
 }
 
 void reference_backward(const Graph& graph, const dfgnn_op_t& op, const dfgnn_inputs_t& in,
                         const double* grad_out, const dfgnn_grads_t& grads) {
   const Dims dims = dims_of(graph, op);
-  with_model(dims, op, in, [&](auto& model) { backward(graph, dims, model, grad_out, grads); });
+  with_model(dims, op, in, [&](auto& model) { backward(graph, dims, op, model, grad_out, grads); });
 }
 
 }  // namespace dfgnn

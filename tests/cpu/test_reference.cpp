@@ -3,6 +3,10 @@
 // closed forms on a 10^5-degree hub, and structural invariants (neighbour order, head slicing).
 #include "test_util.hpp"
 
+#include <vector_types.h>  // int4, used by params.cuh
+
+#include "params.cuh"  // dropout_factor, shared by the kernels and the reference
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -430,6 +434,56 @@ TEST_P(ReferenceModel, GradientsMatchFiniteDifferences) {
   }
 }
 
+// Attention dropout: with the mask fixed by the seed the op is smooth, so the backward (which
+// regenerates the mask) must match finite differences of the forward; dropout must change the
+// output, and p = 0 must be the op without dropout exactly.
+TEST_P(ReferenceModel, DropoutGradientsMatchFiniteDifferences) {
+  const dfgnn_model_t model = GetParam();
+  const EdgeList edges = mixed_edges(10, 17);
+  auto g = make_graph(ctx_.get(), edges);
+  Problem p = random_problem(model, edges.n, 2, 3, 18);
+  const Forward plain = run_forward(g.get(), p);
+  p.op.dropout = 0.0f;
+  p.op.dropout_seed = 99;
+  expect_close(run_forward(g.get(), p).out, plain.out, 0.0, "out with dropout 0");
+  p.op.dropout = 0.4f;
+  const Forward dropped = run_forward(g.get(), p);
+  expect_close(dropped.lse, plain.lse, 0.0, "lse (dropout does not change the softmax)");
+  double changed = 0.0;
+  for (size_t k = 0; k < plain.out.size(); ++k) changed += std::abs(dropped.out[k] - plain.out[k]);
+  EXPECT_GT(changed, 1e-3) << "dropout 0.4 left the output unchanged";
+  const std::vector<double> grad_out = random_vector(p.features(), 19);
+  const Grads grads = run_backward(g.get(), p, grad_out);
+  constexpr double step = 1e-5;
+  for (int s : slots_read_by(model)) {
+    std::vector<double> numeric(p.x[s].size());
+    for (size_t k = 0; k < p.x[s].size(); ++k) {
+      const double saved = p.x[s][k];
+      p.x[s][k] = saved + step;
+      const double up = loss(g.get(), p, grad_out);
+      p.x[s][k] = saved - step;
+      const double down = loss(g.get(), p, grad_out);
+      p.x[s][k] = saved;
+      numeric[k] = (up - down) / (2 * step);
+    }
+    expect_close(grads[s], numeric, 1e-7, std::string("dropout grad ") + kSlotName[s]);
+  }
+}
+
+TEST_P(ReferenceModel, DropoutProbabilityOutsideRangeIsRejected) {
+  const EdgeList edges = mixed_edges(6, 20);
+  auto g = make_graph(ctx_.get(), edges);
+  Problem p = random_problem(GetParam(), edges.n, 1, 2, 21);
+  for (float bad : {-0.1f, 1.0f, 1.5f, std::nanf("")}) {
+    p.op.dropout = bad;
+    std::vector<double> out(p.features()), lse(p.n * p.heads());
+    const dfgnn_inputs_t in = p.inputs();
+    EXPECT_EQ(dfgnnReferenceForward(g.get(), &p.op, &in, out.data(), lse.data()), DFGNN_STATUS_INVALID_ARGUMENT)
+        << "dropout " << bad;
+    EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("dropout"), std::string::npos);
+  }
+}
+
 // Rows without in-edges: out = 0, lse = -inf, and grad_out there reaches nothing. The isolated
 // node gets zero gradient everywhere, the node that only sends none on its destination side.
 TEST_P(ReferenceModel, ZeroDegreeRows) {
@@ -743,3 +797,29 @@ TEST_F(ReferenceErrors, NullHandlesAreInvalid) {
 
 }  // namespace
 }  // namespace dfgnn::test
+
+// The mask function the kernels and the reference share: drops close to p of the (edge, head)
+// pairs, keeps the rest scaled by 1 / (1 - p), depends on the seed, the edge and the head.
+TEST(ReferenceDropout, MaskRateScaleAndIndependence) {
+  for (double p : {0.1, 0.5, 0.6}) {
+    dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT64, 4, 8);
+    op.dropout = static_cast<float>(p);
+    const uint32_t threshold = static_cast<uint32_t>(std::llround(p * 4294967296.0));
+    const float scale = 1.0f / (1.0f - op.dropout);
+    int64_t dropped = 0, total = 0, differ_seed = 0, differ_head = 0;
+    for (int64_t e = 0; e < 50000; ++e)
+      for (int h = 0; h < 4; ++h) {
+        const float m = dfgnn::dropout_factor(7, threshold, scale, e, 4, h);
+        ASSERT_TRUE(m == 0.0f || m == scale);
+        dropped += m == 0.0f;
+        ++total;
+        differ_seed += m != dfgnn::dropout_factor(8, threshold, scale, e, 4, h);
+        differ_head += m != dfgnn::dropout_factor(7, threshold, scale, e, 4, (h + 1) % 4);
+      }
+    const double rate = static_cast<double>(dropped) / total, sd = std::sqrt(p * (1 - p) / total);
+    EXPECT_NEAR(rate, p, 5 * sd) << "p " << p;
+    // Independent masks disagree on a share 2p(1-p) of the pairs.
+    EXPECT_NEAR(static_cast<double>(differ_seed) / total, 2 * p * (1 - p), 0.01);
+    EXPECT_NEAR(static_cast<double>(differ_head) / total, 2 * p * (1 - p), 0.01);
+  }
+}

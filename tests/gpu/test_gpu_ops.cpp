@@ -63,6 +63,38 @@ TEST_P(GpuOps, MatchReferenceOnCoraAndHub) {
   }
 }
 
+// Attention dropout: every schedule regenerates the forward's mask in both backward passes (the
+// column pass through the CSC's CSR positions, split rows included), against the reference's mask.
+TEST_P(GpuOps, DropoutMatchesReference) {
+  if (GetParam().dtype == DFGNN_DTYPE_FLOAT16) GTEST_SKIP() << "covered by float32 and bfloat16";
+  auto ctx = make_context();
+  REQUIRE_GPU(ctx.get());
+  dfgnn_graph_options_t loops = dfgnnGraphDefaultOptions();
+  loops.add_self_loops = 1;
+  dfgnn_graph_t cora = nullptr, hub = nullptr;
+  DFGNN_ASSERT_OK(dfgnnGraphCreateFromFile(ctx.get(), (source_dir() / "data/cora").c_str(), &loops, &cora));
+  DFGNN_ASSERT_OK(dfgnnGraphCreatePlantedHubs(ctx.get(), 20000, 3, 2, 15000, 8, nullptr, &hub));
+  GraphPtr cora_owner(cora), hub_owner(hub);
+  std::vector<Case> cases;
+  for (auto [graph, name] : {std::pair{cora, "cora"}, std::pair{hub, "hub"}})
+    for (auto [d, h] : {std::pair{16, 2}, std::pair{64, 1}})
+      for (auto dir : {DFGNN_FORWARD, DFGNN_BACKWARD}) {
+        dfgnn_op_t op = dfgnnOpDefault(GetParam().model, GetParam().dtype, h, d);
+        op.dropout = 0.35f;
+        op.dropout_seed = 0x5eed + d;
+        for (const auto& s : dfgnn::verify::schedules_for(ctx.get(), graph, op, dir, false))
+          cases.push_back({name, graph, op, dir, s});
+      }
+  Verifier verifier(ctx.get());
+  verifier.precompile(cases, 8);
+  for (const Case& c : cases) {
+    const auto o = verifier.run(c);
+    EXPECT_TRUE(o.passed) << c.graph_name << " " << dfgnn::verify::op_label(c.op)
+                          << (c.direction == DFGNN_FORWARD ? " forward" : " backward") << " [" << o.schedule_run
+                          << "]: " << o.error << " rel err " << o.max_rel_error << " (" << o.worst_tensor << ")";
+  }
+}
+
 std::vector<ModelDtype> all_model_dtypes() {
   std::vector<ModelDtype> v;
   for (int m = 0; m < 4; ++m)

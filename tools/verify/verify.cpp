@@ -211,7 +211,9 @@ double tolerance(dfgnn_dtype_t dtype) {
 std::string op_label(const dfgnn_op_t& op) {
   static const char* models[] = {"gat", "gatv2", "transformer", "agnn"};
   static const char* dtypes[] = {"float32", "float16", "bfloat16", "float64"};
-  return fmt::format("{} {} H={} D={}", models[op.model], dtypes[op.dtype], op.heads, op.dim);
+  std::string label = fmt::format("{} {} H={} D={}", models[op.model], dtypes[op.dtype], op.heads, op.dim);
+  if (op.dropout > 0) label += fmt::format(" dropout={} seed={}", op.dropout, op.dropout_seed);
+  return label;
 }
 
 struct Verifier::Impl {

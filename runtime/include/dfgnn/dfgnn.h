@@ -243,9 +243,15 @@ typedef struct dfgnn_op {
   float negative_slope;   /* GAT, GATv2: LeakyReLU slope (PyG default 0.2) */
   float scale;            /* Transformer: score scale; 0 means 1/sqrt(D) */
   int32_t deterministic;  /* non-zero: bitwise reproducible results (no floating-point atomics) */
+  /* Attention dropout (PyG's `dropout` in training): each (edge, head) weight is dropped with
+   * probability `dropout` in [0, 1) and the kept ones scaled by 1 / (1 - dropout). The mask is a
+   * counter-based hash of (dropout_seed, edge, head), edge = the edge's CSR position: the backward
+   * regenerates it from the same op (pass the forward's seed); nothing E-sized is stored. */
+  float dropout;
+  uint64_t dropout_seed;
 } dfgnn_op_t;
 
-/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), deterministic. */
+/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), deterministic, no dropout. */
 DFGNN_API dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim);
 
 /* Inputs of an op; a model reads only the fields listed for it and requires those to be non-null
