@@ -2,9 +2,9 @@
 # Benchmarks on a GPU machine (called by tools/gpu-check.sh): fused ops vs the memory floor and
 # the cuSPARSE baseline (dfgnn-bench), schedule sweeps that show the best schedule differs by
 # graph, and dfgnn vs PyG layers (bench/pyg_compare.py). Writes JSON/Markdown/logs to OUTDIR.
-# Usage: bench/run-benchmarks.sh BUILD_DIR OUTDIR DATASETS
+# Usage: bench/run-benchmarks.sh BUILD_DIR OUTDIR DATASETS [targets]   (targets: R-MAT and hub targets only)
 set -uo pipefail
-build=${1:?build dir}; out=${2:?out dir}; data=${3:-.bench-data}
+build=${1:?build dir}; out=${2:?out dir}; data=${3:-.bench-data}; only=${4:-all}
 bench=$build/tools/dfgnn-bench
 common=(--warmup 10 --iters 50)
 step() { echo "=== $* ($(date +%T))"; }
@@ -20,6 +20,7 @@ step "targets: hub-heavy real graphs"
 $bench --graph "$data/blogcatalog" --graph "$data/snap-email-Enron" --graph "$data/pubmed" --model transformer \
   --dtype float32 --heads 1 --dim 128 --direction both "${common[@]}" --json "$out/bench-real-gt.json" \
   > "$out/bench-real-gt.txt" 2>&1; tail -14 "$out/bench-real-gt.txt"
+[ "$only" = targets ] && exit 0
 step "schedule sweeps (forward and backward): best schedule per graph"
 $bench --hubs 200000,16,0,0 --graph "$data/blogcatalog" --graph "$data/tu-PROTEINS" --rmat 17 --model transformer \
   --dtype float32 --heads 1 --dim 128 --direction forward --schedules all --no-baseline --warmup 5 --iters 20 \

@@ -14,6 +14,7 @@
 #     dispatch  host overhead per call and the fresh-process first launch (bench/dispatch.sh)
 #     tune      tuning time, tuned vs exhaustive, nearest-fingerprint dispatch (bench/tune-quality.sh)
 #     bench     kernel benchmarks (bench/run-benchmarks.sh)
+#     targets   the R-MAT and hub-graph target benchmarks only
 #     python    the Python package on the GPU (bench/run-python-gpu.sh)
 #   full = "quick verify bench" (the old "full").
 set -uo pipefail
@@ -78,6 +79,7 @@ fi
 has dispatch && { step dispatch; bash bench/dispatch.sh build-gpu "$out" "$datasets"; }
 has tune && { step tune; bash bench/tune-quality.sh build-gpu "$out" "$datasets"; }
 has bench && { step benchmarks; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets"; }
+has targets && { step "benchmark targets"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" targets; }
 if has python; then
   step python
   export CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \
