@@ -75,12 +75,48 @@ def as_direction(direction):
         raise invalid_argument(f"direction must be 'forward' or 'backward', got {direction!r}") from None
 
 
-def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None):
-    """A :class:`dfgnn.Op` with PyG's defaults (slope 0.2, scale 1/sqrt(D), deterministic),
-    overridden where given. ``scale=None`` keeps 1/sqrt(D)."""
+#: Seeds the C API takes (dfgnn_op_t.dropout_seed is a uint64_t).
+_SEED_LIMIT = 1 << 64
+
+
+def check_dropout(dropout):
+    """``dropout`` as a float in [0, 1), or InvalidArgumentError."""
+    if isinstance(dropout, bool):
+        raise invalid_argument(f"dropout must be a probability in [0, 1), got {dropout!r}", kind="type")
+    try:
+        p = float(dropout)
+    except (TypeError, ValueError):
+        raise invalid_argument(f"dropout must be a probability in [0, 1), got {dropout!r}", kind="type") from None
+    if not 0.0 <= p < 1.0:  # also rejects NaN
+        raise invalid_argument(f"dropout must be a probability in [0, 1), got {p!r} (1 would drop every edge)")
+    return p
+
+
+def check_dropout_seed(seed, limit=_SEED_LIMIT, limit_text="2**64"):
+    """``seed`` as an int in [0, limit), or InvalidArgumentError."""
+    if isinstance(seed, bool) or not hasattr(seed, "__index__"):
+        raise invalid_argument(f"dropout_seed must be an int in [0, {limit_text}), got {type(seed).__name__}",
+                               kind="type")
+    seed = int(seed.__index__())
+    if not 0 <= seed < limit:
+        raise invalid_argument(f"dropout_seed must be an int in [0, {limit_text}), got {seed}")
+    return seed
+
+
+def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None,
+            dropout=0.0, dropout_seed=0):
+    """A :class:`dfgnn.Op` with PyG's defaults (slope 0.2, scale 1/sqrt(D), deterministic, no
+    dropout), overridden where given. ``scale=None`` keeps 1/sqrt(D).
+
+    ``dropout``: attention dropout probability in [0, 1): each (edge, head) weight is dropped with
+    that probability and the kept ones are scaled by 1 / (1 - dropout); the softmax normaliser (and
+    lse) are unchanged. The mask is a hash of (``dropout_seed``, edge CSR position, head), an int in
+    [0, 2**64): the backward must get the forward's dropout and seed."""
     heads, dim = int(heads), int(dim)
     if heads < 1 or dim < 1:
         raise invalid_argument(f"heads and dim must be >= 1, got heads={heads}, dim={dim}")
+    dropout = check_dropout(dropout)
+    dropout_seed = check_dropout_seed(dropout_seed)
     op = Op(as_model(model), as_dtype(dtype), heads, dim)
     if negative_slope is not None:
         op.negative_slope = float(negative_slope)
@@ -88,6 +124,12 @@ def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scal
         op.scale = float(scale)
     if deterministic is not None:
         op.deterministic = 1 if deterministic else 0
+    if dropout > 0:  # without dropout the seed is not used: ops stay equal whatever seed was given
+        op.dropout = dropout
+        if not op.dropout < 1.0:
+            raise invalid_argument(f"dropout must be a probability in [0, 1), got {dropout!r}, which is 1 as the "
+                                   "float the op holds")
+        op.dropout_seed = dropout_seed
     return op
 
 

@@ -6,13 +6,15 @@ from . import _dfgnn
 from ._op import MODEL_INPUTS, _shape, check_input_names, infer_heads_dim, make_op
 
 
-def _reference_op(graph, model, inputs, heads, dim, negative_slope, scale):
+def _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropout, dropout_seed):
     name = check_input_names(model, inputs)
     heads, dim = infer_heads_dim(name, inputs, heads, dim)
-    return make_op(name, "float64", heads, dim, negative_slope=negative_slope, scale=scale)
+    return make_op(name, "float64", heads, dim, negative_slope=negative_slope, scale=scale, dropout=dropout,
+                   dropout_seed=dropout_seed)
 
 
-def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_slope=0.2, scale=None):
+def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_slope=0.2, scale=None, dropout=0.0,
+                      dropout_seed=0):
     """Forward of one attention op in float64 on the host.
 
     ``model``: "gat", "gatv2", "transformer" or "agnn" (or a :class:`dfgnn.Model`).
@@ -25,11 +27,15 @@ def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_sl
 
     Features may also be [N, H*D] with ``heads`` given, attention vectors [1, H, D] or [H*D].
     ``negative_slope`` (GAT, GATv2) and ``scale`` (Transformer; None = 1/sqrt(D)) as in PyG.
+    ``dropout`` in [0, 1) and ``dropout_seed`` (an int in [0, 2**64)): attention dropout, the
+    GPU kernels' mask: the weight alpha_ij of edge j -> i in head h is multiplied by 1 / (1 - dropout)
+    or dropped (0) by a hash of (seed, the edge's CSR position, h). lse is that of the softmax
+    without dropout.
 
     Returns ``(out, lse)``: out [N, H, D] and the per-(node, head) log-sum-exp of the scores
     [N, H] (-inf for nodes without in-edges), both new float64 NumPy arrays.
     """
-    op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale)
+    op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropout, dropout_seed)
     n = graph.num_nodes
     out = np.empty((n, op.heads, op.dim), dtype=np.float64)
     lse = np.empty((n, op.heads), dtype=np.float64)
@@ -37,11 +43,12 @@ def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_sl
     return out, lse
 
 
-def reference_backward(graph, model, inputs, grad_out, heads=None, dim=None, *, negative_slope=0.2, scale=None):
+def reference_backward(graph, model, inputs, grad_out, heads=None, dim=None, *, negative_slope=0.2, scale=None,
+                       dropout=0.0, dropout_seed=0):
     """Backward of :func:`reference_forward`: given d(loss)/d(out) (``grad_out``, [N, H, D]),
     returns a dict with the gradient of every input (same keys and shapes as ``inputs``, new
-    float64 NumPy arrays)."""
-    op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale)
+    float64 NumPy arrays). ``dropout`` and ``dropout_seed``: the forward's (same mask)."""
+    op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropout, dropout_seed)
     grads = {k: np.empty(_shape(v), dtype=np.float64) for k, v in inputs.items()}
     _dfgnn.reference_backward(graph._h, op, dict(inputs), grad_out, grads)
     return grads

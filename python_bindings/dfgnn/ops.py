@@ -62,20 +62,22 @@ def _bound(graph, info):
         graph._device = info["device_id"]
 
 
-def _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, deterministic):
+def _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, deterministic, dropout, dropout_seed):
     name = check_input_names(model, inputs)
     first = _first_feature(name, inputs)
     info = _bind_device(graph, first, f"inputs[{next(k for k in MODEL_INPUTS[name] if k in inputs)!r}]")
     heads, dim = infer_heads_dim(name, inputs, heads, dim)
     o = make_op(name, dtype if dtype is not None else info["dtype"], heads, dim, negative_slope=negative_slope,
-                scale=scale, deterministic=deterministic)
+                scale=scale, deterministic=deterministic, dropout=dropout, dropout_seed=dropout_seed)
     return o, info
 
 
-def op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None):
+def op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None,
+       dropout=0.0, dropout_seed=0):
     """A :class:`dfgnn.Op` (PyG's defaults unless overridden), for :func:`workspace_size`,
     :func:`schedule`, :func:`list_schedules` and :func:`compile`."""
-    return make_op(model, dtype, heads, dim, negative_slope=negative_slope, scale=scale, deterministic=deterministic)
+    return make_op(model, dtype, heads, dim, negative_slope=negative_slope, scale=scale, deterministic=deterministic,
+                   dropout=dropout, dropout_seed=dropout_seed)
 
 
 def workspace_size(graph, op, direction="forward", schedule=None, *, context=None):
@@ -97,16 +99,21 @@ def _workspace(ctx, graph, op, direction, schedule, workspace, allocator):
 
 
 def forward(graph, model, inputs, out, lse=None, *, heads=None, dim=None, dtype=None, negative_slope=0.2,
-            scale=None, deterministic=True, stream=0, workspace=None, allocator=None, schedule=None, context=None):
+            scale=None, deterministic=True, dropout=0.0, dropout_seed=0, stream=0, workspace=None, allocator=None,
+            schedule=None, context=None):
     """Fused forward: writes ``out`` [N, H, D] (op dtype) and, if given, ``lse`` [N, H] (float32,
     the per-(node, head) log-sum-exp the backward needs).
+
+    ``dropout``, ``dropout_seed``: attention dropout (see :func:`dfgnn.op`); the mask is a function
+    of the seed, so pass a new seed per training step and the same values to :func:`backward`.
 
     ``model``/``inputs`` as in :func:`dfgnn.reference_forward`. ``stream``: the cudaStream_t as an
     integer (0 = legacy default stream; with torch, ``torch.cuda.current_stream().cuda_stream``).
     ``schedule`` forces a schedule (e.g. ``"subwarp:lanes=32,groups=8,vec=4"``) instead of
     dispatch. Returns the workspace array used (or None)."""
     ctx = _context(context)
-    o, info = _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, deterministic)
+    o, info = _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, deterministic, dropout,
+                      dropout_seed)
     ws = _workspace(ctx, graph, o, Direction.FORWARD, schedule, workspace, allocator)
     _dfgnn.forward(ctx, graph._h, o, dict(inputs), out, lse, int(stream), ws, schedule)
     _bound(graph, info)
@@ -114,15 +121,17 @@ def forward(graph, model, inputs, out, lse=None, *, heads=None, dim=None, dtype=
 
 
 def backward(graph, model, inputs, out, lse, grad_out, grads, *, heads=None, dim=None, dtype=None,
-             negative_slope=0.2, scale=None, deterministic=True, stream=0, workspace=None, allocator=None,
-             schedule=None, context=None):
+             negative_slope=0.2, scale=None, deterministic=True, dropout=0.0, dropout_seed=0, stream=0,
+             workspace=None, allocator=None, schedule=None, context=None):
     """Fused backward: given the forward's ``inputs``, ``out`` and ``lse`` and d(loss)/d(out)
     (``grad_out``), writes (does not add to) the gradient of every input into ``grads``, a dict
     with the same keys as ``inputs`` (features in the op dtype, attention vectors and beta in
-    float32). ``schedule``: ``"ROW|COL"`` or one schedule for both passes. Returns the workspace
+    float32). ``dropout`` and ``dropout_seed`` must be the forward's (the mask is regenerated from
+    them). ``schedule``: ``"ROW|COL"`` or one schedule for both passes. Returns the workspace
     array used (or None)."""
     ctx = _context(context)
-    o, info = _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, deterministic)
+    o, info = _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, deterministic, dropout,
+                      dropout_seed)
     ws = _workspace(ctx, graph, o, Direction.BACKWARD, schedule, workspace, allocator)
     _dfgnn.backward(ctx, graph._h, o, dict(inputs), out, lse, grad_out, dict(grads), int(stream), ws, schedule)
     _bound(graph, info)

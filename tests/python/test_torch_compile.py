@@ -23,7 +23,9 @@ SHAPES = {"gat": [(N, 2, 3), (2, 3), (1, 2, 3)], "gatv2": [(N, 2, 3), (N, 2, 3),
 FEATURES = ("h", "h_dst", "q", "k", "v")
 
 
-def _op_args(model, spec, device="cpu", dtype=None):
+def _op_args(model, spec, device="cpu", dtype=None, dropout=None):
+    """Arguments of the forward custom op; dropout=(p, seed) adds the two trailing options (left
+    out, they take their schema defaults 0.0 and 0)."""
     dtype = dtype or torch.float64
     names = dfgnn.MODEL_INPUTS[model]
     xs = []
@@ -31,7 +33,7 @@ def _op_args(model, spec, device="cpu", dtype=None):
         t = torch.randn(shape, dtype=dtype if name in FEATURES or dtype == torch.float64 else torch.float32,
                         device=device)
         xs.append(t.requires_grad_())
-    return (*xs, *spec, 0.2, None, True, None)
+    return (*xs, *spec, 0.2, None, True, None) + (tuple(dropout) if dropout else ())
 
 
 def _specs(device="cpu"):
@@ -56,6 +58,14 @@ if HAS_TORCH:
             x = torch.relu(self.gt(x, g))
             x = self.gatv2(x, g)
             return self.agnn(x, g)
+
+    class DropoutStack(Stack):
+        """Stack with attention dropout in the three layers that have it."""
+
+        def __init__(self, cin=16, p=0.3):
+            super().__init__(cin)
+            for layer in (self.gat, self.gt, self.gatv2):
+                layer.dropout = p
 
 
 def _cora(device):
@@ -95,6 +105,42 @@ def test_opcheck(model):
     _g, specs = _specs()
     for spec in specs:
         torch.library.opcheck(dt.OPS[model], _op_args(model, spec))
+        torch.library.opcheck(dt.OPS[model], _op_args(model, spec, dropout=(0.3, 1234)))
+
+
+@requires_torch
+def test_compile_fullgraph_attention_dropout():
+    """Layers in training mode with attention dropout draw a seed per call with
+    torch.randint(...).item() inside forward: torch.compile(fullgraph=True) traces the draw (a
+    data-dependent symbolic int passed to the custom op as a SymInt) without a graph break, does not
+    recompile for new seeds, and under the same torch.manual_seed gives eager's masks, outputs and
+    gradients (aot_eager runs the traced torch.randint on the same generator; inductor may draw
+    other values, equally reproducible)."""
+    torch.manual_seed(0)
+    ei = torch.randint(0, 60, (2, 400))
+    g = dt.graph(ei, 60, add_self_loops=True)
+    model = DropoutStack().double().train()
+    x = torch.randn(60, 16, dtype=torch.float64)
+    torch._dynamo.reset()
+    frames = []
+    aot_eager = torch._dynamo.lookup_backend("aot_eager")
+
+    def backend(gm, inputs):
+        frames.append(gm)
+        return aot_eager(gm, inputs)
+
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    outs = []
+    for step in range(3):
+        torch.manual_seed(100 + step)
+        want = _run(model, x, g)
+        torch.manual_seed(100 + step)
+        got = _run(compiled, x, g)
+        _assert_all_close(got, want, 1e-12)
+        outs.append(got[0])
+    assert not torch.equal(outs[0], outs[1]), "the same mask in two steps"
+    assert len(frames) == 1, f"{len(frames)} compilations for 3 seeds"
+    torch._dynamo.reset()
 
 
 @requires_torch
