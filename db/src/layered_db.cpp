@@ -138,6 +138,16 @@ std::optional<ModuleRecord> LayeredDb::get_module(const std::string& key, const 
   return found;
 }
 
+std::vector<CandidateStat> LayeredDb::pooled_candidates(const TuningResult& row) {
+  std::vector<CandidateStat> out;
+  each_layer(user_.get(), sites_, "candidate statistics", [&](TuningDb& db) {
+    if (db.path().string() != row.source) return false;
+    out = db.pooled_candidates(row.id);
+    return true;
+  });
+  return out;
+}
+
 std::optional<TuningResult> LayeredDb::put_result(const TuningRun& run) {
   if (!user_) throw Error(DFGNN_STATUS_DATABASE_ERROR, no_user_reason_);
   return user_->put_result(run);

@@ -397,6 +397,9 @@ class LayeredDb {
                                            const std::optional<std::string>& bucket_key = std::nullopt);
   std::optional<ModuleRecord> get_module(const std::string& key, const std::string& template_hash = {},
                                          int32_t nvrtc_version = 0, int32_t arch = 0);
+  // Pooled candidate statistics of a row read through this object (from its source layer); empty
+  // when the layer is gone or fails (logged).
+  std::vector<CandidateStat> pooled_candidates(const TuningResult& row);
 
   // Writes go to the user database; DATABASE_ERROR if there is none (the message says why).
   std::optional<TuningResult> put_result(const TuningRun& run);

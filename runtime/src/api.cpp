@@ -504,7 +504,10 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
       j["level"] = level_name(d.level);
       if (d.level == DispatchLevel::Cache) j["origin"] = level_name(d.origin);
       j["schedule"] = to_string(d.schedule);
-      if (d.origin == DispatchLevel::Nearest) j["distance"] = d.distance;
+      if (d.origin == DispatchLevel::Nearest) {
+        j["distance"] = d.distance;
+        j["neighbours"] = d.neighbours;  // tuned graphs that voted; the row below is the nearest one's
+      }
       if (d.row) {
         j["median_ms"] = d.row->stats.median_ms;
         j["samples"] = d.row->stats.count;

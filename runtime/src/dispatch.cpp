@@ -10,8 +10,11 @@
 #include "op.hpp"
 #include "ops.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 namespace dfgnn {
 namespace {
@@ -223,18 +226,62 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
       return d;
     }
   }
-  std::optional<Decision> best;
+  // Nearest level. It answers only when a tuned graph lies within the radius; then the tuned graphs
+  // within twice the radius vote: each rates every schedule it measured by its slowdown over its own
+  // best, weighted by exp(-distance), and the lowest weighted mean slowdown wins among schedules rated
+  // by at least half the weight. The nearest graph dominates and farther ones break its near-ties (a
+  // lone winner within a tuner's 2% tie band transferred badly on the H200: bench/results 2026-11-30).
+  struct Neighbour {
+    double distance;
+    db::TuningResult row;
+  };
+  std::vector<Neighbour> neighbours;
+  const double radius = max_distance_;
   for (db::TuningResult& row : layers->candidates_for(env, key)) {
     const double distance = fingerprint_distance(fp, row.fingerprint);
-    if (distance > max_distance_ || (best && distance >= best->distance)) continue;
-    Decision d;
-    if (!usable(row, d.schedule)) continue;
-    d.level = d.origin = DispatchLevel::Nearest;
-    d.distance = distance;
-    d.row = std::move(row);
-    best = std::move(d);
+    if (distance <= 2 * radius) neighbours.push_back({distance, std::move(row)});
   }
-  return best;
+  std::sort(neighbours.begin(), neighbours.end(), [](const Neighbour& a, const Neighbour& b) { return a.distance < b.distance; });
+  if (neighbours.empty() || neighbours.front().distance > radius) return std::nullopt;
+  std::map<std::string, std::pair<double, double>> votes;  // schedule -> (sum of w * slowdown, sum of w)
+  double total = 0;
+  for (const Neighbour& n : neighbours) {
+    const std::vector<db::CandidateStat> stats = layers->pooled_candidates(n.row);
+    double best_ms = std::numeric_limits<double>::infinity();
+    for (const db::CandidateStat& c : stats) best_ms = std::min(best_ms, c.median_ms);
+    if (!(best_ms > 0) || !std::isfinite(best_ms)) continue;
+    const double w = std::exp(-n.distance);
+    total += w;
+    for (const db::CandidateStat& c : stats) {
+      auto& [sum, weight] = votes[c.schedule];
+      sum += w * c.median_ms / best_ms;
+      weight += w;
+    }
+  }
+  std::vector<std::pair<double, std::string>> ranked;  // (mean slowdown, schedule), best first
+  for (const auto& [text, v] : votes)
+    if (v.second >= 0.5 * total) ranked.emplace_back(v.first / v.second, text);
+  std::sort(ranked.begin(), ranked.end());
+  Decision d;
+  d.level = d.origin = DispatchLevel::Nearest;
+  d.distance = neighbours.front().distance;
+  d.neighbours = static_cast<int>(neighbours.size());
+  for (const auto& [slowdown, text] : ranked) {
+    db::TuningResult probe = neighbours.front().row;
+    probe.schedule = text;
+    if (usable(probe, d.schedule)) {
+      d.row = std::move(neighbours.front().row);
+      return d;
+    }
+  }
+  // No vote (statistics missing): the nearest usable winner.
+  for (Neighbour& n : neighbours) {
+    if (n.distance > radius || !usable(n.row, d.schedule)) continue;
+    d.distance = n.distance;
+    d.row = std::move(n.row);
+    return d;
+  }
+  return std::nullopt;
 }
 
 Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {

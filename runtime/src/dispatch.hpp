@@ -33,7 +33,8 @@ struct Decision {
   Schedule schedule;
   DispatchLevel level = DispatchLevel::Default;  // which level answered (Cache: an earlier answer)
   DispatchLevel origin = DispatchLevel::Default;  // the level that first produced it
-  double distance = 0;                          // Nearest: fingerprint distance to the tuned graph
+  double distance = 0;                          // Nearest: fingerprint distance to the nearest tuned graph
+  int neighbours = 0;                           // Nearest: tuned graphs that voted
   std::optional<db::TuningResult> row;          // Exact / Nearest / Tuned: the database row used
 };
 

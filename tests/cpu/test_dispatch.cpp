@@ -145,6 +145,64 @@ TEST(Dispatch, NearestFingerprintWithinDistance) {
   EXPECT_EQ(far.at("schedule"), schedule_of(make_context().get(), uniform.get(), kOp));
 }
 
+// Stores a tuning run with the given candidates (schedule, median ms).
+void store_candidates(const fs::path& db, dfgnn_graph_t g, const dfgnn_op_t& op,
+                      const std::vector<std::pair<std::string, double>>& candidates) {
+  dfgnn::db::TuningDb::Options options;
+  options.validator = dfgnn::row_problem;
+  auto file = dfgnn::db::TuningDb::open_user(db, options);
+  dfgnn::db::TuningRun run;
+  run.environment = test_environment();
+  run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
+  run.fingerprint = fingerprint_of(g);
+  run.default_schedule = candidates.front().first;
+  for (const auto& [text, ms] : candidates)
+    run.candidates.push_back(dfgnn::db::summarize_samples(
+        text, static_cast<int32_t>(dfgnn::parse_schedule(text).solver), {ms, ms * 1.001, ms * 0.999}));
+  ASSERT_TRUE(file->put_result(run).has_value());
+}
+
+// The nearest tuned graph's near-tie is broken by a farther tuned graph (the vote), while a clear
+// winner of the nearest graph stands against a farther graph's preference.
+TEST(Dispatch, NearestVoteBreaksNearTiesWithFartherGraphs) {
+  const std::string x = "subwarp:lanes=32,groups=4,team=1,vec=4,mid=0,threshold=0,chunk=0";
+  const std::string y = "subwarp:lanes=32,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0";
+  auto probe = make_context();
+  auto near = hub_graph(probe.get(), 1);
+  auto query = hub_graph(probe.get(), 2);
+  dfgnn_graph_t far_raw = nullptr;
+  DFGNN_ASSERT_OK(dfgnnGraphCreatePlantedHubs(probe.get(), 4000, 10, 2, 1500, 3, nullptr, &far_raw));
+  GraphPtr far(far_raw);
+  double d_near = 0, d_far = 0;
+  const dfgnn_fingerprint_t q = fingerprint_of(query.get()), a = fingerprint_of(near.get()), b = fingerprint_of(far.get());
+  DFGNN_ASSERT_OK(dfgnnFingerprintDistance(&q, &a, &d_near));
+  DFGNN_ASSERT_OK(dfgnnFingerprintDistance(&q, &b, &d_far));
+  ASSERT_LT(d_near, d_far);
+  ASSERT_LT(d_far - d_near, 4.0);  // else the near graph's 1% outweighs the far graph's 80% (weights exp(-d))
+  const double radius = std::max(d_near, d_far / 2) * 1.01;  // both vote, only the near one may answer alone
+
+  for (const bool clear : {false, true}) {
+    TempDir dir;
+    const fs::path db = dir.path / (clear ? "clear.db" : "tie.db");
+    // Near graph: x ahead of y by 1% (a tie) or 2x (clear). Far graph: y ahead of x by 1.8x.
+    store_candidates(db, near.get(), kOp, {{x, 0.50}, {y, clear ? 1.00 : 0.505}});
+    store_candidates(db, far.get(), kOp, {{x, 0.90}, {y, 0.50}});
+    auto ctx = context_on(db);
+    dfgnn::context_of(ctx.get()).dispatcher.set_max_distance(radius);
+    const nlohmann::json e = explain(ctx.get(), query.get(), kOp);
+    EXPECT_EQ(e.at("origin"), "nearest");
+    EXPECT_EQ(e.at("neighbours"), 2);
+    EXPECT_NEAR(e.at("distance").get<double>(), d_near, 1e-12);
+    EXPECT_EQ(e.at("schedule"), clear ? x : y) << (clear ? "clear winner" : "near-tie");
+  }
+  // Only the far graph tuned, beyond the radius: the default rule answers.
+  TempDir dir;
+  store_candidates(dir.path / "far.db", far.get(), kOp, {{x, 0.90}, {y, 0.50}});
+  auto ctx = context_on(dir.path / "far.db");
+  dfgnn::context_of(ctx.get()).dispatcher.set_max_distance(d_far * 0.99);
+  EXPECT_EQ(explain(ctx.get(), query.get(), kOp).at("origin"), "default");
+}
+
 TEST(Dispatch, OtherGpuClassOrBuildIsAMiss) {
   TempDir dir;
   auto g = hub_graph(make_context().get(), 1);

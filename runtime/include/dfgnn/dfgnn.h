@@ -352,9 +352,10 @@ DFGNN_API dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, 
 
 /* Without a forced schedule, each pass of an op is dispatched in this order: the context's
  * in-process cache, an exact hit in the tuning database (same GPU class, kernel source, op and
- * graph fingerprint), the nearest tuned fingerprint of the same GPU class and op within a
- * distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 2.0), tuning on a miss when enabled,
- * and the solvers' default rule. */
+ * graph fingerprint), the nearest tuned fingerprints of the same GPU class and op when one lies
+ * within a distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 2.0: the tuned graphs within
+ * twice it vote, weighted by closeness, on their measured candidates), tuning on a miss when
+ * enabled, and the solvers' default rule. */
 typedef enum dfgnn_tune_mode {
   DFGNN_TUNE_OFF = 0,     /* never tune implicitly (default; env DFGNN_TUNE=off) */
   DFGNN_TUNE_ON_MISS = 1  /* tune a pass when the database has no answer (env DFGNN_TUNE=on_miss) */
@@ -380,8 +381,8 @@ DFGNN_API dfgnn_status_t dfgnnTune(dfgnn_context_t ctx, dfgnn_graph_t graph, con
 
 /* How dispatch answers for an op direction (JSON array, one object per pass): the level
  * ("cache", "exact", "nearest", "tuned", "default"; for "cache" also "origin"), the schedule,
- * the fingerprint distance for "nearest", and the database row's statistics and source. Same
- * buffer protocol as dfgnnFingerprintSerialize. */
+ * for "nearest" the distance to the nearest tuned graph and how many voted, and the (nearest)
+ * database row's statistics and source. Same buffer protocol as dfgnnFingerprintSerialize. */
 DFGNN_API dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
                                       dfgnn_direction_t direction, char* buffer, size_t capacity, size_t* length);
 
