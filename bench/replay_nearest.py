@@ -2,10 +2,10 @@
 """Replays nearest-fingerprint dispatch offline on measured data: the candidate statistics a tuning run
 stored (tuned-candidates.json, exported from its database) and an exhaustive dfgnn-bench sweep of other
 graphs (tune-sweep.json.gz). For every swept graph that was not tuned, it picks a forward schedule with
-(a) the nearest tuned graph's winner and (b) the vote of runtime/src/dispatch.cpp (tuned graphs within twice
-the radius rate their candidates by slowdown over their own best, weighted by exp(-distance); the
-lowest weighted mean among candidates rated by at least half the weight wins), and prints each choice's
-swept time over the swept best. Needs the dfgnn package (fingerprints) and the graphs' files.
+(a) the nearest tuned graph's winner and (b) the vote of runtime/src/dispatch.cpp (eligible: the nearest
+graph's winner and its candidates within 4% of its best; the tuned graphs within twice the radius rate
+them by slowdown over their own best, weighted by exp(-distance); the lowest weighted mean wins; with a
+single voter its winner stands), and prints each choice's swept time over the swept best. Needs the dfgnn package (fingerprints) and the graphs' files.
 
 Usage: bench/replay_nearest.py RESULTS_DIR [--radius 2.0] [--data .bench-data]"""
 import argparse
@@ -36,16 +36,26 @@ def choose(fp, tuned, radius, vote):
         return None, None
     if not vote:
         return near[0][1]["winner"], near[0][0]
-    score, weight, total = {}, {}, 0.0
+
+    def slowdowns(t):
+        best = min(c["median_ms"] for c in t["candidates"] if c["median_ms"] > 0)
+        return {c["schedule"]: c["median_ms"] / best for c in t["candidates"] if c["median_ms"] > 0}
+
+    nearest = slowdowns(near[0][1])
+    eligible = {near[0][1]["winner"]} | {s for s, x in nearest.items() if x <= 1.04}
+    score, weight, voters = {}, {}, 0
     for d, t in near:
-        best = min(c["median_ms"] for c in t["candidates"])
-        w = math.exp(-d)
-        total += w
-        for c in t["candidates"]:
-            score[c["schedule"]] = score.get(c["schedule"], 0.0) + w * c["median_ms"] / best
-            weight[c["schedule"]] = weight.get(c["schedule"], 0.0) + w
-    ranked = sorted((score[s] / weight[s], s) for s in score if weight[s] >= 0.5 * total)
-    return ranked[0][1], near[0][0]
+        rated = slowdowns(t)
+        voted = False
+        for s in eligible:
+            if s in rated:
+                score[s] = score.get(s, 0.0) + math.exp(-d) * rated[s]
+                weight[s] = weight.get(s, 0.0) + math.exp(-d)
+                voted = True
+        voters += voted
+    if voters <= 1:
+        return near[0][1]["winner"], near[0][0]
+    return min((score[s] / weight[s], s) for s in score)[1], near[0][0]
 
 
 def main():

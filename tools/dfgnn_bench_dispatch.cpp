@@ -245,7 +245,10 @@ int run(const Options& o) {
   check(dfgnnGraphGetSize(g, &n, &e), "dfgnnGraphGetSize");
   const dfgnn_op_t op = dfgnnOpDefault(o.model, o.dtype, o.heads, o.dim);
   OpBuffers buffers;
+  // Sizing the workspace dispatches (cache, database, nearest vote): first-launch times it too.
+  const auto t_prepare = Clock::now();
   prepare(ctx, g, op, n, buffers);
+  const double prepare_ms = seconds_since(t_prepare) * 1e3;
   cudaStream_t stream = nullptr;
   cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   Runner r{ctx, g, op, buffers, stream};
@@ -269,7 +272,9 @@ int run(const Options& o) {
     uint64_t compiles = 0, hits = 0, loads = 0, from_db = 0;
     check(dfgnnGetCacheCounters(ctx, &compiles, &hits, &loads), "dfgnnGetCacheCounters");
     check(dfgnnGetModulesFromDatabase(ctx, &from_db), "dfgnnGetModulesFromDatabase");
-    const double added = (first_fwd - fwd[10]) + (first_bwd - bwd[10]);
+    // Dispatch happened inside prepare() (workspace sizing), with the buffer allocation and upload.
+    const double added = prepare_ms + (first_fwd - fwd[10]) + (first_bwd - bwd[10]);
+    report["workspace_sizing_and_buffers_ms"] = prepare_ms;
     report["context_creation_ms"] = context_ms;
     report["graph_build_ms"] = graph_ms;
     report["first_forward_ms"] = first_fwd, report["steady_forward_ms"] = fwd[10];
@@ -278,10 +283,11 @@ int run(const Options& o) {
     report["nvrtc_compiles"] = compiles, report["modules_loaded"] = loads, report["modules_from_database"] = from_db;
     report["forward_schedule"] = text_of(ctx, g, op, DFGNN_FORWARD);
     report["backward_schedule"] = text_of(ctx, g, op, DFGNN_BACKWARD);
-    fmt::print("{} {} on {}: context creation {:.1f} ms; first forward+backward add {:.2f} ms over steady calls "
-               "({:.3f} + {:.3f} ms); NVRTC compiles {}, modules from database {}, loaded {}\n",
+    fmt::print("{} {} on {}: context creation {:.1f} ms; dispatch (workspace sizing, with buffer set-up {:.2f} ms) "
+               "and the first forward+backward add {:.2f} ms over steady calls ({:.3f} + {:.3f} ms); NVRTC compiles {}, "
+               "modules from database {}, loaded {}\n",
                cli::model_name(o.model), cli::dtype_name(o.dtype), report["graph"]["name"].get<std::string>(), context_ms,
-               added, fwd[10], bwd[10], compiles, from_db, loads);
+               prepare_ms, added, fwd[10], bwd[10], compiles, from_db, loads);
     fmt::print("  schedules: forward {}  backward {}\n", report["forward_schedule"].get<std::string>(),
                report["backward_schedule"].get<std::string>());
   } else {

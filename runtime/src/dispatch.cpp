@@ -226,11 +226,14 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
       return d;
     }
   }
-  // Nearest level. It answers only when a tuned graph lies within the radius; then the tuned graphs
-  // within twice the radius vote: each rates every schedule it measured by its slowdown over its own
-  // best, weighted by exp(-distance), and the lowest weighted mean slowdown wins among schedules rated
-  // by at least half the weight. The nearest graph dominates and farther ones break its near-ties (a
-  // lone winner within a tuner's 2% tie band transferred badly on the H200: bench/results 2026-11-30).
+  // Nearest level: answers only when a tuned graph lies within the radius. The nearest graph decides
+  // which schedules are eligible: its stored winner and every candidate it measured within 4% of its
+  // best (twice the tuner's 2% tie tolerance: its near-tie band). The tuned graphs within twice the
+  // radius then break that near-tie: each rates the eligible schedules it measured by slowdown over
+  // its own best, weighted by exp(-distance), and the lowest weighted mean wins (ties: the text). A
+  // lone nearest winner inside the tuner's tie band transferred badly on the H200 (bench/results
+  // 2026-11-30); a clear winner of the nearest graph is never overridden.
+  constexpr double kNearTie = 1.04;
   struct Neighbour {
     double distance;
     db::TuningResult row;
@@ -241,31 +244,51 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
     const double distance = fingerprint_distance(fp, row.fingerprint);
     if (distance <= 2 * radius) neighbours.push_back({distance, std::move(row)});
   }
-  std::sort(neighbours.begin(), neighbours.end(), [](const Neighbour& a, const Neighbour& b) { return a.distance < b.distance; });
+  std::sort(neighbours.begin(), neighbours.end(), [](const Neighbour& a, const Neighbour& b) {
+    return a.distance != b.distance ? a.distance < b.distance : a.row.fingerprint_hash < b.row.fingerprint_hash;
+  });
   if (neighbours.empty() || neighbours.front().distance > radius) return std::nullopt;
-  std::map<std::string, std::pair<double, double>> votes;  // schedule -> (sum of w * slowdown, sum of w)
-  double total = 0;
-  for (const Neighbour& n : neighbours) {
-    const std::vector<db::CandidateStat> stats = layers->pooled_candidates(n.row);
-    double best_ms = std::numeric_limits<double>::infinity();
-    for (const db::CandidateStat& c : stats) best_ms = std::min(best_ms, c.median_ms);
-    if (!(best_ms > 0) || !std::isfinite(best_ms)) continue;
-    const double w = std::exp(-n.distance);
-    total += w;
-    for (const db::CandidateStat& c : stats) {
-      auto& [sum, weight] = votes[c.schedule];
-      sum += w * c.median_ms / best_ms;
-      weight += w;
-    }
-  }
-  std::vector<std::pair<double, std::string>> ranked;  // (mean slowdown, schedule), best first
-  for (const auto& [text, v] : votes)
-    if (v.second >= 0.5 * total) ranked.emplace_back(v.first / v.second, text);
-  std::sort(ranked.begin(), ranked.end());
+
+  // Slowdown over the graph's own best of each candidate it measured (non-positive medians skipped).
+  auto slowdowns = [&](const db::TuningResult& row) {
+    std::map<std::string, double> out;
+    const std::vector<db::CandidateStat> stats = layers->pooled_candidates(row);
+    double best = std::numeric_limits<double>::infinity();
+    for (const db::CandidateStat& c : stats)
+      if (c.median_ms > 0) best = std::min(best, c.median_ms);
+    for (const db::CandidateStat& c : stats)
+      if (c.median_ms > 0 && std::isfinite(best)) out[c.schedule] = c.median_ms / best;
+    return out;
+  };
   Decision d;
   d.level = d.origin = DispatchLevel::Nearest;
   d.distance = neighbours.front().distance;
-  d.neighbours = static_cast<int>(neighbours.size());
+  const std::map<std::string, double> nearest = slowdowns(neighbours.front().row);
+  std::map<std::string, std::pair<double, double>> votes;  // eligible schedule -> (sum of w * slowdown, sum of w)
+  votes[neighbours.front().row.schedule];                   // the stored winner is always eligible
+  for (const auto& [text, slowdown] : nearest)
+    if (slowdown <= kNearTie) votes[text];
+  for (const Neighbour& n : neighbours) {
+    const std::map<std::string, double> rated = &n == &neighbours.front() ? nearest : slowdowns(n.row);
+    bool voted = false;
+    for (auto& [text, v] : votes) {
+      auto it = rated.find(text);
+      if (it == rated.end()) continue;
+      const double w = std::exp(-n.distance);
+      v.first += w * it->second;
+      v.second += w;
+      voted = true;
+    }
+    d.neighbours += voted;
+  }
+  std::vector<std::pair<double, std::string>> ranked;  // (mean slowdown, schedule), best first
+  if (d.neighbours <= 1) {
+    ranked.emplace_back(0.0, neighbours.front().row.schedule);  // no one to break its tie: the tuner's choice
+  } else {
+    for (const auto& [text, v] : votes)
+      ranked.emplace_back(v.second > 0 ? v.first / v.second : std::numeric_limits<double>::infinity(), text);
+    std::sort(ranked.begin(), ranked.end());
+  }
   for (const auto& [slowdown, text] : ranked) {
     db::TuningResult probe = neighbours.front().row;
     probe.schedule = text;
@@ -273,13 +296,6 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
       d.row = std::move(neighbours.front().row);
       return d;
     }
-  }
-  // No vote (statistics missing): the nearest usable winner.
-  for (Neighbour& n : neighbours) {
-    if (n.distance > radius || !usable(n.row, d.schedule)) continue;
-    d.distance = n.distance;
-    d.row = std::move(n.row);
-    return d;
   }
   return std::nullopt;
 }
@@ -296,6 +312,7 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
       return d;
     }
   }
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
   std::optional<Decision> found;
   if (environment_known()) {
     try {
@@ -319,7 +336,10 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
     d.level = d.origin = DispatchLevel::Default;
   }
   std::lock_guard lock(mutex_);
-  cache_.emplace(key, d);
+  // A database change or tuning while deciding retires this answer: it is returned, not remembered.
+  // (A tuned answer is kept: tuning itself started the new generation.)
+  if (generation_.load(std::memory_order_acquire) == generation || d.origin == DispatchLevel::Tuned)
+    cache_.emplace(key, d);
   return d;
 }
 

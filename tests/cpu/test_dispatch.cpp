@@ -195,6 +195,20 @@ TEST(Dispatch, NearestVoteBreaksNearTiesWithFartherGraphs) {
     EXPECT_NEAR(e.at("distance").get<double>(), d_near, 1e-12);
     EXPECT_EQ(e.at("schedule"), clear ? x : y) << (clear ? "clear winner" : "near-tie");
   }
+  // A clear winner of the nearest graph stands even when two farther graphs prefer another schedule.
+  {
+    TempDir dir;
+    const fs::path db = dir.path / "outvoted.db";
+    dfgnn_graph_t far2_raw = nullptr;  // the far graph's shape, another seed
+    DFGNN_ASSERT_OK(dfgnnGraphCreatePlantedHubs(probe.get(), 4000, 10, 2, 1500, 5, nullptr, &far2_raw));
+    GraphPtr far2(far2_raw);
+    store_candidates(db, near.get(), kOp, {{x, 0.50}, {y, 0.65}});
+    store_candidates(db, far.get(), kOp, {{x, 0.90}, {y, 0.50}});
+    store_candidates(db, far2.get(), kOp, {{x, 0.90}, {y, 0.50}});
+    auto ctx = context_on(db);
+    dfgnn::context_of(ctx.get()).dispatcher.set_max_distance(radius);
+    EXPECT_EQ(explain(ctx.get(), query.get(), kOp).at("schedule"), x);
+  }
   // Only the far graph tuned, beyond the radius: the default rule answers.
   TempDir dir;
   store_candidates(dir.path / "far.db", far.get(), kOp, {{x, 0.90}, {y, 0.50}});

@@ -280,5 +280,5 @@ TEST(Api, StatusStringsAndThreadLocalMessages) {
   std::thread([&] { other = dfgnnGetLastErrorMessage(); }).join();
   EXPECT_EQ(other, "");  // a failure on this thread is not visible on another
   EXPECT_NE(last_message(), "");
-  EXPECT_STREQ(dfgnnGetVersion(), "0.1.0");
+  EXPECT_STREQ(dfgnnGetVersion(), "0.2.0");
 }

@@ -352,10 +352,10 @@ DFGNN_API dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, 
 
 /* Without a forced schedule, each pass of an op is dispatched in this order: the context's
  * in-process cache, an exact hit in the tuning database (same GPU class, kernel source, op and
- * graph fingerprint), the nearest tuned fingerprints of the same GPU class and op when one lies
- * within a distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 2.0: the tuned graphs within
- * twice it vote, weighted by closeness, on their measured candidates), tuning on a miss when
- * enabled, and the solvers' default rule. */
+ * graph fingerprint), the nearest tuned fingerprint of the same GPU class and op when one lies
+ * within a distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 2.0; its near-tied candidates
+ * are ranked by the tuned graphs within twice the threshold, weighted by closeness), tuning on a
+ * miss when enabled, and the solvers' default rule. */
 typedef enum dfgnn_tune_mode {
   DFGNN_TUNE_OFF = 0,     /* never tune implicitly (default; env DFGNN_TUNE=off) */
   DFGNN_TUNE_ON_MISS = 1  /* tune a pass when the database has no answer (env DFGNN_TUNE=on_miss) */
