@@ -27,7 +27,7 @@ int Context::current_arch() {
 
 std::optional<Cubin> DatabaseModuleStore::load(const std::string& key, int arch) {
   try {
-    db::LayeredDb* layers = dispatcher_.database();
+    const std::shared_ptr<db::LayeredDb> layers = dispatcher_.database();
     if (layers == nullptr) return std::nullopt;
     auto record = layers->get_module(key, kernel_source_hash(), nvrtc_version(), arch);
     if (!record) return std::nullopt;
@@ -44,7 +44,7 @@ std::optional<Cubin> DatabaseModuleStore::load(const std::string& key, int arch)
 
 void DatabaseModuleStore::save(const std::string& key, int arch, const Cubin& cubin) {
   try {
-    db::LayeredDb* layers = dispatcher_.database();
+    const std::shared_ptr<db::LayeredDb> layers = dispatcher_.database();
     if (layers == nullptr || layers->user() == nullptr) return;
     db::ModuleRecord record;
     record.key = key;

@@ -122,7 +122,7 @@ void Dispatcher::set_database(std::optional<std::filesystem::path> user_path,
   forget_locked();
 }
 
-db::LayeredDb* Dispatcher::database() {
+std::shared_ptr<db::LayeredDb> Dispatcher::database() {
   std::lock_guard lock(mutex_);
   if (!db_opened_) {
     db_opened_ = true;
@@ -131,14 +131,14 @@ db::LayeredDb* Dispatcher::database() {
     options.site_paths = site_paths_;
     options.db.validator = row_problem;
     try {
-      db_ = std::make_unique<db::LayeredDb>(options);
+      db_ = std::make_shared<db::LayeredDb>(options);
       for (const std::string& e : db_->open_errors()) log().warn("tuning database: {}", e);
     } catch (const std::exception& e) {
       log().warn("tuning database unavailable, dispatch uses the default rule: {}", e.what());
       db_.reset();
     }
   }
-  return db_.get();
+  return db_;
 }
 
 const db::EnvironmentInfo& Dispatcher::environment() {
@@ -201,7 +201,7 @@ void Dispatcher::forget_locked() {
 
 std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass,
                                                   int32_t max_vec) {
-  db::LayeredDb* layers = database();
+  const std::shared_ptr<db::LayeredDb> layers = database();
   if (layers == nullptr) return std::nullopt;
   const db::EnvironmentInfo& env = environment();
   const db::OpKey key = op_key(op, pass, max_vec);

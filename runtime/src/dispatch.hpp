@@ -69,8 +69,9 @@ class Dispatcher {
   // in-process cache.
   void set_database(std::optional<std::filesystem::path> user_path,
                     std::optional<std::vector<std::filesystem::path>> site_paths);
-  // The layered database (opened on first use), or null when none could be opened.
-  db::LayeredDb* database();
+  // The layered database (opened on first use), or null when none could be opened. Shared, so a
+  // lookup in flight keeps it alive through a concurrent set_database.
+  std::shared_ptr<db::LayeredDb> database();
   // This process's GPU and build (needs a device); tests may inject one.
   const db::EnvironmentInfo& environment();
   void set_environment(db::EnvironmentInfo env);
@@ -97,7 +98,7 @@ class Dispatcher {
   std::unordered_map<std::string, Decision> cache_;
   std::optional<std::filesystem::path> user_path_;
   std::optional<std::vector<std::filesystem::path>> site_paths_;
-  std::unique_ptr<db::LayeredDb> db_;
+  std::shared_ptr<db::LayeredDb> db_;
   bool db_opened_ = false;
   std::optional<db::EnvironmentInfo> env_;
   std::atomic<TuneMode> mode_{TuneMode::Off};

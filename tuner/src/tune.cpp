@@ -302,7 +302,7 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
     run.candidates.push_back(
         db::summarize_samples(r.text, static_cast<int32_t>(parse_schedule(r.text).solver), r.samples));
   }
-  db::LayeredDb* layers = ctx.dispatcher.database();
+  const std::shared_ptr<db::LayeredDb> layers = ctx.dispatcher.database();
   if (run.candidates.empty()) {
     t.store_error = "no candidate was measured";
   } else if (layers == nullptr || layers->user() == nullptr) {
