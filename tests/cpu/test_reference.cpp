@@ -175,6 +175,26 @@ void expect_close(const std::vector<double>& actual, const std::vector<double>& 
   }
 }
 
+// The backward's gradient of every input against central finite differences of loss().
+void expect_gradients_match_finite_differences(dfgnn_graph_t graph, Problem p, const std::vector<double>& grad_out,
+                                               const std::string& label) {
+  const Grads grads = run_backward(graph, p, grad_out);
+  constexpr double step = 1e-5;
+  for (int s : slots_read_by(p.op.model)) {
+    std::vector<double> numeric(p.x[s].size());
+    for (size_t k = 0; k < p.x[s].size(); ++k) {
+      const double saved = p.x[s][k];
+      p.x[s][k] = saved + step;
+      const double up = loss(graph, p, grad_out);
+      p.x[s][k] = saved - step;
+      const double down = loss(graph, p, grad_out);
+      p.x[s][k] = saved;
+      numeric[k] = (up - down) / (2 * step);
+    }
+    expect_close(grads[s], numeric, 1e-7, label + kSlotName[s]);
+  }
+}
+
 void expect_all_finite(const std::vector<double>& v, const std::string& what) {
   const auto bad = std::find_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); });
   EXPECT_EQ(bad, v.end()) << what << "[" << (bad - v.begin()) << "] = " << (bad == v.end() ? 0.0 : *bad);
@@ -417,21 +437,7 @@ TEST_P(ReferenceModel, GradientsMatchFiniteDifferences) {
   Problem p = random_problem(model, edges.n, 3, model == kGatV2 ? 5 : 4, 8);
   if (model == kGatV2) p.op.negative_slope = 0.05f;  // a non-default slope
   const std::vector<double> grad_out = random_vector(p.features(), 9);
-  const Grads grads = run_backward(g.get(), p, grad_out);
-  constexpr double step = 1e-5;
-  for (int s : slots_read_by(model)) {
-    std::vector<double> numeric(p.x[s].size());
-    for (size_t k = 0; k < p.x[s].size(); ++k) {
-      const double saved = p.x[s][k];
-      p.x[s][k] = saved + step;
-      const double up = loss(g.get(), p, grad_out);
-      p.x[s][k] = saved - step;
-      const double down = loss(g.get(), p, grad_out);
-      p.x[s][k] = saved;
-      numeric[k] = (up - down) / (2 * step);
-    }
-    expect_close(grads[s], numeric, 1e-7, std::string("grad ") + kSlotName[s]);
-  }
+  expect_gradients_match_finite_differences(g.get(), p, grad_out, "grad ");
 }
 
 // Attention dropout: with the mask fixed by the seed the op is smooth, so the backward (which
@@ -453,21 +459,7 @@ TEST_P(ReferenceModel, DropoutGradientsMatchFiniteDifferences) {
   for (size_t k = 0; k < plain.out.size(); ++k) changed += std::abs(dropped.out[k] - plain.out[k]);
   EXPECT_GT(changed, 1e-3) << "dropout 0.4 left the output unchanged";
   const std::vector<double> grad_out = random_vector(p.features(), 19);
-  const Grads grads = run_backward(g.get(), p, grad_out);
-  constexpr double step = 1e-5;
-  for (int s : slots_read_by(model)) {
-    std::vector<double> numeric(p.x[s].size());
-    for (size_t k = 0; k < p.x[s].size(); ++k) {
-      const double saved = p.x[s][k];
-      p.x[s][k] = saved + step;
-      const double up = loss(g.get(), p, grad_out);
-      p.x[s][k] = saved - step;
-      const double down = loss(g.get(), p, grad_out);
-      p.x[s][k] = saved;
-      numeric[k] = (up - down) / (2 * step);
-    }
-    expect_close(grads[s], numeric, 1e-7, std::string("dropout grad ") + kSlotName[s]);
-  }
+  expect_gradients_match_finite_differences(g.get(), p, grad_out, "dropout grad ");
 }
 
 TEST_P(ReferenceModel, DropoutProbabilityOutsideRangeIsRejected) {

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
+
 using namespace dfgnn::test;
 using dfgnn::verify::Case;
 using dfgnn::verify::Verifier;
@@ -32,26 +34,38 @@ struct ModelDtype {
 
 class GpuOps : public ::testing::TestWithParam<ModelDtype> {};
 
-// Every solver's representative schedule plus dispatch, forward and backward, on Cora (with
-// self-loops, as PyG's GATConv uses it) and on a graph with a 10^5-degree hub.
-TEST_P(GpuOps, MatchReferenceOnCoraAndHub) {
-  auto ctx = make_context();
-  REQUIRE_GPU(ctx.get());
+// Cora with self-loops, as PyG's GATConv uses it.
+GraphPtr cora_with_loops(dfgnn_context_t ctx) {
   dfgnn_graph_options_t loops = dfgnnGraphDefaultOptions();
   loops.add_self_loops = 1;
-  dfgnn_graph_t cora = nullptr, hub = nullptr;
-  DFGNN_ASSERT_OK(dfgnnGraphCreateFromFile(ctx.get(), (source_dir() / "data/cora").c_str(), &loops, &cora));
-  DFGNN_ASSERT_OK(dfgnnGraphCreatePlantedHubs(ctx.get(), 110000, 2, 1, 100000, 7, nullptr, &hub));
-  GraphPtr cora_owner(cora), hub_owner(hub);
+  dfgnn_graph_t g = nullptr;
+  EXPECT_EQ(dfgnnGraphCreateFromFile(ctx, (source_dir() / "data/cora").c_str(), &loops, &g), DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  return GraphPtr(g);
+}
+
+GraphPtr planted_hubs(dfgnn_context_t ctx, int64_t n, int32_t avg, int32_t hubs, int64_t hub_degree, uint64_t seed) {
+  dfgnn_graph_t g = nullptr;
+  EXPECT_EQ(dfgnnGraphCreatePlantedHubs(ctx, n, avg, hubs, hub_degree, seed, nullptr, &g), DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  return GraphPtr(g);
+}
+
+// Every schedule of make_op(D, H) (dispatch plus one per applicable solver), for each (D, H) and
+// both directions on each graph, must pass the differential harness.
+void expect_all_schedules_match_reference(dfgnn_context_t ctx,
+                                          std::initializer_list<std::pair<dfgnn_graph_t, const char*>> graphs,
+                                          std::initializer_list<std::pair<int, int>> dims,
+                                          const std::function<dfgnn_op_t(int d, int h)>& make_op) {
   std::vector<Case> cases;
-  for (auto [graph, name] : {std::pair{cora, "cora"}, std::pair{hub, "hub"}})
-    for (auto [d, h] : {std::pair{7, 3}, std::pair{64, 4}, std::pair{128, 1}})
+  for (auto [graph, name] : graphs)
+    for (auto [d, h] : dims)
       for (auto dir : {DFGNN_FORWARD, DFGNN_BACKWARD}) {
-        const dfgnn_op_t op = dfgnnOpDefault(GetParam().model, GetParam().dtype, h, d);
-        for (const auto& s : dfgnn::verify::schedules_for(ctx.get(), graph, op, dir, false))
+        const dfgnn_op_t op = make_op(d, h);
+        for (const auto& s : dfgnn::verify::schedules_for(ctx, graph, op, dir, false))
           cases.push_back({name, graph, op, dir, s});
       }
-  Verifier verifier(ctx.get());
+  Verifier verifier(ctx);
   verifier.precompile(cases, 8);
   for (const Case& c : cases) {
     const auto o = verifier.run(c);
@@ -63,36 +77,35 @@ TEST_P(GpuOps, MatchReferenceOnCoraAndHub) {
   }
 }
 
+// Every solver's representative schedule plus dispatch, forward and backward, on Cora and on a
+// graph with a 10^5-degree hub.
+TEST_P(GpuOps, MatchReferenceOnCoraAndHub) {
+  auto ctx = make_context();
+  REQUIRE_GPU(ctx.get());
+  auto cora = cora_with_loops(ctx.get());
+  auto hub = planted_hubs(ctx.get(), 110000, 2, 1, 100000, 7);
+  const ModelDtype m = GetParam();
+  expect_all_schedules_match_reference(ctx.get(), {{cora.get(), "cora"}, {hub.get(), "hub"}},
+                                       {{7, 3}, {64, 4}, {128, 1}},
+                                       [m](int d, int h) { return dfgnnOpDefault(m.model, m.dtype, h, d); });
+}
+
 // Attention dropout: every schedule regenerates the forward's mask in both backward passes (the
 // column pass through the CSC's CSR positions, split rows included), against the reference's mask.
 TEST_P(GpuOps, DropoutMatchesReference) {
   if (GetParam().dtype == DFGNN_DTYPE_FLOAT16) GTEST_SKIP() << "covered by float32 and bfloat16";
   auto ctx = make_context();
   REQUIRE_GPU(ctx.get());
-  dfgnn_graph_options_t loops = dfgnnGraphDefaultOptions();
-  loops.add_self_loops = 1;
-  dfgnn_graph_t cora = nullptr, hub = nullptr;
-  DFGNN_ASSERT_OK(dfgnnGraphCreateFromFile(ctx.get(), (source_dir() / "data/cora").c_str(), &loops, &cora));
-  DFGNN_ASSERT_OK(dfgnnGraphCreatePlantedHubs(ctx.get(), 20000, 3, 2, 15000, 8, nullptr, &hub));
-  GraphPtr cora_owner(cora), hub_owner(hub);
-  std::vector<Case> cases;
-  for (auto [graph, name] : {std::pair{cora, "cora"}, std::pair{hub, "hub"}})
-    for (auto [d, h] : {std::pair{16, 2}, std::pair{64, 1}})
-      for (auto dir : {DFGNN_FORWARD, DFGNN_BACKWARD}) {
-        dfgnn_op_t op = dfgnnOpDefault(GetParam().model, GetParam().dtype, h, d);
-        op.dropout = 0.35f;
-        op.dropout_seed = 0x5eed + d;
-        for (const auto& s : dfgnn::verify::schedules_for(ctx.get(), graph, op, dir, false))
-          cases.push_back({name, graph, op, dir, s});
-      }
-  Verifier verifier(ctx.get());
-  verifier.precompile(cases, 8);
-  for (const Case& c : cases) {
-    const auto o = verifier.run(c);
-    EXPECT_TRUE(o.passed) << c.graph_name << " " << dfgnn::verify::op_label(c.op)
-                          << (c.direction == DFGNN_FORWARD ? " forward" : " backward") << " [" << o.schedule_run
-                          << "]: " << o.error << " rel err " << o.max_rel_error << " (" << o.worst_tensor << ")";
-  }
+  auto cora = cora_with_loops(ctx.get());
+  auto hub = planted_hubs(ctx.get(), 20000, 3, 2, 15000, 8);
+  const ModelDtype m = GetParam();
+  expect_all_schedules_match_reference(ctx.get(), {{cora.get(), "cora"}, {hub.get(), "hub"}}, {{16, 2}, {64, 1}},
+                                       [m](int d, int h) {
+                                         dfgnn_op_t op = dfgnnOpDefault(m.model, m.dtype, h, d);
+                                         op.dropout = 0.35f;
+                                         op.dropout_seed = 0x5eed + d;
+                                         return op;
+                                       });
 }
 
 std::vector<ModelDtype> all_model_dtypes() {

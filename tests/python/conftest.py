@@ -60,6 +60,23 @@ def requires_torch_cuda(fn):
     return pytest.mark.skipif(not ok, reason=reason)(fn)
 
 
+def torch_inputs(model, n, heads, dim, device, dtype, seed=0):
+    """Random inputs of a model (npref.random_inputs) as NumPy arrays and as torch tensors that
+    require grad: features in dtype, parameters in float32 (float64 when dtype is float64)."""
+    import numpy as np
+    import torch
+
+    import npref
+
+    inputs = npref.random_inputs(model, n, heads, dim, np.random.default_rng(seed))
+    out = {}
+    for k, v in inputs.items():
+        feature = k in ("h", "h_dst", "q", "k", "v")
+        t = torch.tensor(v, device=device, dtype=dtype if feature or dtype == torch.float64 else torch.float32)
+        out[k] = t.requires_grad_()
+    return inputs, out
+
+
 def dataset_roots():
     """Where datasets in the ../shared/datasets format are looked up, in order: $DFGNN_DATASETS
     (':'-separated), ../shared/datasets beside the repository, .bench-data in it."""

@@ -53,8 +53,9 @@ def forward(model, num_nodes, edges, inputs, negative_slope=0.2, scale=None):
     return out, lse
 
 
-def numeric_grads(model, num_nodes, edges, inputs, grad_out, eps=1e-6, **kw):
-    """Central finite differences of sum(grad_out * out) with respect to every input."""
+def numeric_grads(forward_out, inputs, grad_out, eps=1e-6):
+    """Central finite differences of sum(grad_out * forward_out()) with respect to every input array;
+    forward_out reads the arrays of `inputs`, which are perturbed in place (and restored)."""
     grads = {}
     for name, x in inputs.items():
         g = np.zeros_like(x)
@@ -62,9 +63,9 @@ def numeric_grads(model, num_nodes, edges, inputs, grad_out, eps=1e-6, **kw):
         for t in range(flat.size):
             old = flat[t]
             flat[t] = old + eps
-            up = (forward(model, num_nodes, edges, inputs, **kw)[0] * grad_out).sum()
+            up = (forward_out() * grad_out).sum()
             flat[t] = old - eps
-            down = (forward(model, num_nodes, edges, inputs, **kw)[0] * grad_out).sum()
+            down = (forward_out() * grad_out).sum()
             flat[t] = old
             gflat[t] = (up - down) / (2 * eps)
         grads[name] = g

@@ -17,7 +17,7 @@ import pytest
 
 import dfgnn
 import npref
-from conftest import HAS_TORCH, find_dataset, requires_torch, requires_torch_cuda
+from conftest import HAS_TORCH, find_dataset, requires_torch, requires_torch_cuda, torch_inputs
 
 if HAS_TORCH:
     import torch
@@ -244,19 +244,9 @@ def test_reference_backward_matches_finite_differences(model, rng):
     go = rng.standard_normal((N, 2, 3))
     grads = dfgnn.reference_backward(g, model, inputs, go, **kw)
     other = dfgnn.reference_backward(g, model, inputs, go, dropout=0.3, dropout_seed=SEED + 1)
-    eps = 1e-6
-    for name, x in inputs.items():
-        num = np.zeros_like(x)
-        flat, nflat = x.reshape(-1), num.reshape(-1)
-        for t in range(flat.size):
-            old = flat[t]
-            flat[t] = old + eps
-            up = (dfgnn.reference_forward(g, model, inputs, **kw)[0] * go).sum()
-            flat[t] = old - eps
-            down = (dfgnn.reference_forward(g, model, inputs, **kw)[0] * go).sum()
-            flat[t] = old
-            nflat[t] = (up - down) / (2 * eps)
-        np.testing.assert_allclose(grads[name], num, rtol=1e-6, atol=1e-7, err_msg=f"{model} d/d{name}")
+    num = npref.numeric_grads(lambda: dfgnn.reference_forward(g, model, inputs, **kw)[0], inputs, go)
+    for name in inputs:
+        np.testing.assert_allclose(grads[name], num[name], rtol=1e-6, atol=1e-7, err_msg=f"{model} d/d{name}")
     assert any(not np.allclose(other[k], grads[k]) for k in inputs)
 
 
@@ -284,16 +274,6 @@ def _apply(model, g, t, dropout, seed):
     return dt.AGNNFunction.apply(g, t["h"], t["beta"], True, None, dropout, seed)
 
 
-def _tensors(model, heads, dim, device, dtype, seed=0, n=N):
-    inputs = npref.random_inputs(model, n, heads, dim, np.random.default_rng(seed))
-    out = {}
-    for k, v in inputs.items():
-        feature = k in ("h", "h_dst", "q", "k", "v")
-        t = torch.tensor(v, device=device, dtype=dtype if feature or dtype == torch.float64 else torch.float32)
-        out[k] = t.requires_grad_()
-    return inputs, out
-
-
 @requires_torch
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("graph_kind", ["Graph", "edge_index"])
@@ -302,7 +282,7 @@ def test_gradcheck_with_dropout(model, graph_kind):
     and a fixed seed, through the custom op (a Graph by key, or an edge_index tensor) and through
     the autograd.Function."""
     g = small_graph() if graph_kind == "Graph" else torch.tensor(EDGES.T.copy())
-    _, t = _tensors(model, 2, 3, "cpu", torch.float64)
+    _, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
     names = list(t)
     fn = lambda *xs: _call(model, g, dict(zip(names, xs)), dropout=0.3, dropout_seed=SEED)  # noqa: E731
     assert torch.autograd.gradcheck(fn, tuple(t[k] for k in names), eps=1e-6, atol=1e-6)
@@ -317,7 +297,7 @@ def test_torch_ops_match_reference_with_the_same_seed(model):
     """Forward and backward of the torch op equal the reference ops with the same dropout and seed
     (so the backward got the forward's seed), and differ from another seed's."""
     g = small_graph()
-    inputs, t = _tensors(model, 2, 3, "cpu", torch.float64)
+    inputs, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
     out = _call(model, g, t, dropout=0.3, dropout_seed=SEED)
     want, _ = dfgnn.reference_forward(g, model, inputs, dropout=0.3, dropout_seed=SEED)
     np.testing.assert_array_equal(out.detach().numpy(), want)
@@ -334,7 +314,7 @@ def test_torch_ops_match_reference_with_the_same_seed(model):
 @pytest.mark.parametrize("model", MODELS)
 def test_torch_dropout_zero_equals_no_dropout(model):
     g = small_graph()
-    _, t = _tensors(model, 2, 3, "cpu", torch.float64)
+    _, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
     results = []
     for kw in (dict(), dict(dropout=0.0, dropout_seed=777), dict(dropout=0, dropout_seed=2 ** 63 - 1)):
         for x in t.values():
@@ -351,7 +331,7 @@ def test_torch_dropout_zero_equals_no_dropout(model):
 def test_torch_seed_forms():
     """The seed may be an int in [0, 2**63) or a one-element integer tensor."""
     g = small_graph()
-    _, t = _tensors("transformer", 2, 3, "cpu", torch.float64)
+    _, t = torch_inputs("transformer", N, 2, 3, "cpu", torch.float64)
     a = _call("transformer", g, t, dropout=0.4, dropout_seed=2 ** 63 - 1)
     b = _call("transformer", g, t, dropout=0.4, dropout_seed=torch.tensor([2 ** 63 - 1]))
     assert torch.equal(a, b)
@@ -363,7 +343,7 @@ def test_torch_seed_forms():
 @pytest.mark.parametrize("bad", [-0.1, 1.0, float("nan")])
 def test_torch_invalid_dropout(bad):
     g = small_graph()
-    _, t = _tensors("gat", 2, 3, "cpu", torch.float64)
+    _, t = torch_inputs("gat", N, 2, 3, "cpu", torch.float64)
     with pytest.raises(dfgnn.InvalidArgumentError, match=r"dropout must be a probability in \[0, 1\), got"):
         _call("gat", g, t, dropout=bad, dropout_seed=1)
     with pytest.raises(dfgnn.InvalidArgumentError, match=r"dropout must be a probability in \[0, 1\)"):
@@ -379,7 +359,7 @@ def test_torch_invalid_dropout(bad):
 def test_torch_invalid_seed(seed):
     """The custom ops take the seed as an int64: the functions accept [0, 2**63)."""
     g = small_graph()
-    _, t = _tensors("gat", 2, 3, "cpu", torch.float64)
+    _, t = torch_inputs("gat", N, 2, 3, "cpu", torch.float64)
     with pytest.raises(dfgnn.InvalidArgumentError, match=r"dropout_seed must be an int in \[0, 2\*\*63\)"):
         _call("gat", g, t, dropout=0.5, dropout_seed=seed)
 
@@ -523,7 +503,7 @@ def test_cuda_dropout_matches_reference(model, dtype_name):
     gives errors of order 1."""
     dtype, tol = getattr(torch, dtype_name), TOL[dtype_name]
     g = small_graph()
-    _, t = _tensors(model, 2, 8, "cuda", dtype)
+    _, t = torch_inputs(model, N, 2, 8, "cuda", dtype)
     kw = dict(dropout=0.3, dropout_seed=SEED)
     out = _call(model, g, t, **kw)
     rounded = {k: v.detach().double().cpu().numpy() for k, v in t.items()}
@@ -560,7 +540,7 @@ def test_cuda_dropout_every_solver_family(model):
     schedules through dfgnn.ops on torch tensors, against the float64 reference with the same seed."""
     g = dfgnn.Graph.planted_hubs(20000, 8, 4, 4000, seed=7)
     n, heads, dim = g.num_nodes, 2, 8
-    inputs, t = _tensors(model, heads, dim, "cuda", torch.float32, n=n)
+    inputs, t = torch_inputs(model, n, heads, dim, "cuda", torch.float32)
     dev = {k: v.detach().contiguous() for k, v in t.items()}
     host = {k: v.double().cpu().numpy() for k, v in dev.items()}
     kw = dict(dropout=0.3, dropout_seed=SEED)

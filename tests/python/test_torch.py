@@ -9,7 +9,7 @@ import pytest
 
 import dfgnn
 import npref
-from conftest import HAS_TORCH, dataset_roots, find_dataset, requires_torch, requires_torch_cuda
+from conftest import HAS_TORCH, dataset_roots, find_dataset, requires_torch, requires_torch_cuda, torch_inputs
 
 if HAS_TORCH:
     import torch
@@ -34,17 +34,6 @@ def _call(model, g, t, **kw):
     return dt.agnn(g, t["h"], t["beta"], **kw)
 
 
-def _tensors(model, heads, dim, device, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    inputs = npref.random_inputs(model, N, heads, dim, rng)
-    out = {}
-    for k, v in inputs.items():
-        feature = k in ("h", "h_dst", "q", "k", "v")
-        t = torch.tensor(v, device=device, dtype=dtype if feature or dtype == torch.float64 else torch.float32)
-        out[k] = t.requires_grad_()
-    return inputs, out
-
-
 # ---------------------------------------------------------------- CPU float64 path (torch only)
 
 
@@ -52,7 +41,7 @@ def _tensors(model, heads, dim, device, dtype, seed=0):
 @pytest.mark.parametrize("model", MODELS)
 def test_cpu_float64_forward_backward(model):
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
-    inputs, t = _tensors(model, 2, 3, "cpu", torch.float64)
+    inputs, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
     out = _call(model, g, t)
     want, _ = npref.forward(model, N, EDGES, inputs)
     np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-12)
@@ -67,7 +56,7 @@ def test_cpu_float64_forward_backward(model):
 @pytest.mark.parametrize("model", MODELS)
 def test_gradcheck_float64(model):
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
-    _, t = _tensors(model, 2, 3, "cpu", torch.float64)
+    _, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
     names = list(t)
     fn = lambda *xs: _call(model, g, dict(zip(names, xs)))  # noqa: E731
     assert torch.autograd.gradcheck(fn, tuple(t[k] for k in names), eps=1e-6, atol=1e-6)
@@ -86,7 +75,7 @@ def test_edge_index_tensor_is_cached():
 @requires_torch
 def test_cpu_float32_is_rejected():
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
-    _, t = _tensors("gat", 1, 4, "cpu", torch.float32)
+    _, t = torch_inputs("gat", N, 1, 4, "cpu", torch.float32)
     with pytest.raises(dfgnn.DTypeError, match="float64 reference ops"):
         _call("gat", g, t)
 
@@ -146,7 +135,7 @@ TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float16": dict(rtol=2e-2, atol=2e
 def test_cuda_matches_reference(model, dtype_name):
     dtype, tol = getattr(torch, dtype_name), TOL[dtype_name]
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
-    inputs, t = _tensors(model, 2, 8, "cuda", dtype)
+    inputs, t = torch_inputs(model, N, 2, 8, "cuda", dtype)
     out = _call(model, g, t)
     assert out.dtype == dtype and out.is_cuda
     # the reference on the inputs as rounded to dtype
@@ -273,7 +262,7 @@ def test_cuda_layers_deterministic():
 @requires_torch_cuda
 def test_cuda_errors():
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
-    _, t = _tensors("gat", 1, 4, "cuda", torch.float32)
+    _, t = torch_inputs("gat", N, 1, 4, "cuda", torch.float32)
     with pytest.raises(dfgnn.DeviceError):
         dt.GATFunction.apply(g, t["h"], t["att_src"].cpu(), t["att_dst"], 0.2, True, None)
     with pytest.raises(dfgnn.InvalidArgumentError, match="the graph has 7 nodes"):
