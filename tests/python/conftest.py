@@ -77,6 +77,19 @@ def torch_inputs(model, n, heads, dim, device, dtype, seed=0):
     return inputs, out
 
 
+def call_op(model, g, t, **kw):
+    """The dfgnn.torch function of a model on the tensors of torch_inputs."""
+    import dfgnn.torch as dt
+
+    if model == "gat":
+        return dt.gat(g, t["h"], t["att_src"], t["att_dst"], **kw)
+    if model == "gatv2":
+        return dt.gatv2(g, t["h"], t["h_dst"], t["att_src"], **kw)
+    if model == "transformer":
+        return dt.transformer(g, t["q"], t["k"], t["v"], **kw)
+    return dt.agnn(g, t["h"], t["beta"], **kw)
+
+
 def dataset_roots():
     """Where datasets in the ../shared/datasets format are looked up, in order: $DFGNN_DATASETS
     (':'-separated), ../shared/datasets beside the repository, .bench-data in it."""

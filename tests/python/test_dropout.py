@@ -17,7 +17,7 @@ import pytest
 
 import dfgnn
 import npref
-from conftest import HAS_TORCH, find_dataset, requires_torch, requires_torch_cuda, torch_inputs
+from conftest import HAS_TORCH, find_dataset, requires_torch, requires_torch_cuda, call_op, torch_inputs
 
 if HAS_TORCH:
     import torch
@@ -253,16 +253,6 @@ def test_reference_backward_matches_finite_differences(model, rng):
 # ---------------------------------------------------------------- torch ops (CPU float64 path)
 
 
-def _call(model, g, t, **kw):
-    if model == "gat":
-        return dt.gat(g, t["h"], t["att_src"], t["att_dst"], **kw)
-    if model == "gatv2":
-        return dt.gatv2(g, t["h"], t["h_dst"], t["att_src"], **kw)
-    if model == "transformer":
-        return dt.transformer(g, t["q"], t["k"], t["v"], **kw)
-    return dt.agnn(g, t["h"], t["beta"], **kw)
-
-
 def _apply(model, g, t, dropout, seed):
     """The autograd.Function classes, options positional (dropout and seed last)."""
     if model == "gat":
@@ -284,7 +274,7 @@ def test_gradcheck_with_dropout(model, graph_kind):
     g = small_graph() if graph_kind == "Graph" else torch.tensor(EDGES.T.copy())
     _, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
     names = list(t)
-    fn = lambda *xs: _call(model, g, dict(zip(names, xs)), dropout=0.3, dropout_seed=SEED)  # noqa: E731
+    fn = lambda *xs: call_op(model, g, dict(zip(names, xs)), dropout=0.3, dropout_seed=SEED)  # noqa: E731
     assert torch.autograd.gradcheck(fn, tuple(t[k] for k in names), eps=1e-6, atol=1e-6)
     if graph_kind == "Graph":
         fn = lambda *xs: _apply(model, g, dict(zip(names, xs)), 0.3, SEED)  # noqa: E731
@@ -298,7 +288,7 @@ def test_torch_ops_match_reference_with_the_same_seed(model):
     (so the backward got the forward's seed), and differ from another seed's."""
     g = small_graph()
     inputs, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
-    out = _call(model, g, t, dropout=0.3, dropout_seed=SEED)
+    out = call_op(model, g, t, dropout=0.3, dropout_seed=SEED)
     want, _ = dfgnn.reference_forward(g, model, inputs, dropout=0.3, dropout_seed=SEED)
     np.testing.assert_array_equal(out.detach().numpy(), want)
     go = torch.randn_like(out)
@@ -319,7 +309,7 @@ def test_torch_dropout_zero_equals_no_dropout(model):
     for kw in (dict(), dict(dropout=0.0, dropout_seed=777), dict(dropout=0, dropout_seed=2 ** 63 - 1)):
         for x in t.values():
             x.grad = None
-        out = _call(model, g, t, **kw)
+        out = call_op(model, g, t, **kw)
         out.square().sum().backward()
         results.append([out.detach()] + [x.grad for x in t.values()])
     for other in results[1:]:
@@ -332,11 +322,11 @@ def test_torch_seed_forms():
     """The seed may be an int in [0, 2**63) or a one-element integer tensor."""
     g = small_graph()
     _, t = torch_inputs("transformer", N, 2, 3, "cpu", torch.float64)
-    a = _call("transformer", g, t, dropout=0.4, dropout_seed=2 ** 63 - 1)
-    b = _call("transformer", g, t, dropout=0.4, dropout_seed=torch.tensor([2 ** 63 - 1]))
+    a = call_op("transformer", g, t, dropout=0.4, dropout_seed=2 ** 63 - 1)
+    b = call_op("transformer", g, t, dropout=0.4, dropout_seed=torch.tensor([2 ** 63 - 1]))
     assert torch.equal(a, b)
     with pytest.raises(dfgnn.InvalidArgumentError, match="one integer"):
-        _call("transformer", g, t, dropout=0.4, dropout_seed=torch.tensor([1.0]))
+        call_op("transformer", g, t, dropout=0.4, dropout_seed=torch.tensor([1.0]))
 
 
 @requires_torch
@@ -345,7 +335,7 @@ def test_torch_invalid_dropout(bad):
     g = small_graph()
     _, t = torch_inputs("gat", N, 2, 3, "cpu", torch.float64)
     with pytest.raises(dfgnn.InvalidArgumentError, match=r"dropout must be a probability in \[0, 1\), got"):
-        _call("gat", g, t, dropout=bad, dropout_seed=1)
+        call_op("gat", g, t, dropout=bad, dropout_seed=1)
     with pytest.raises(dfgnn.InvalidArgumentError, match=r"dropout must be a probability in \[0, 1\)"):
         _apply("gat", g, t, bad, 1)
     layer = dt.GATConv(4, 2, heads=2, dropout=bad).double().train()
@@ -361,7 +351,7 @@ def test_torch_invalid_seed(seed):
     g = small_graph()
     _, t = torch_inputs("gat", N, 2, 3, "cpu", torch.float64)
     with pytest.raises(dfgnn.InvalidArgumentError, match=r"dropout_seed must be an int in \[0, 2\*\*63\)"):
-        _call("gat", g, t, dropout=0.5, dropout_seed=seed)
+        call_op("gat", g, t, dropout=0.5, dropout_seed=seed)
 
 
 # ---------------------------------------------------------------- layers
@@ -505,7 +495,7 @@ def test_cuda_dropout_matches_reference(model, dtype_name):
     g = small_graph()
     _, t = torch_inputs(model, N, 2, 8, "cuda", dtype)
     kw = dict(dropout=0.3, dropout_seed=SEED)
-    out = _call(model, g, t, **kw)
+    out = call_op(model, g, t, **kw)
     rounded = {k: v.detach().double().cpu().numpy() for k, v in t.items()}
     want, _ = dfgnn.reference_forward(g, model, rounded, **kw)
     torch.testing.assert_close(out.double().cpu(), torch.from_numpy(want), **tol)

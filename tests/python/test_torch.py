@@ -9,7 +9,7 @@ import pytest
 
 import dfgnn
 import npref
-from conftest import HAS_TORCH, dataset_roots, find_dataset, requires_torch, requires_torch_cuda, torch_inputs
+from conftest import HAS_TORCH, dataset_roots, find_dataset, requires_torch, requires_torch_cuda, call_op, torch_inputs
 
 if HAS_TORCH:
     import torch
@@ -24,16 +24,6 @@ EDGES = np.array([(0, 1), (0, 1), (1, 2), (3, 2), (4, 2), (5, 2), (0, 2), (2, 0)
 N = 7
 
 
-def _call(model, g, t, **kw):
-    if model == "gat":
-        return dt.gat(g, t["h"], t["att_src"], t["att_dst"], **kw)
-    if model == "gatv2":
-        return dt.gatv2(g, t["h"], t["h_dst"], t["att_src"], **kw)
-    if model == "transformer":
-        return dt.transformer(g, t["q"], t["k"], t["v"], **kw)
-    return dt.agnn(g, t["h"], t["beta"], **kw)
-
-
 # ---------------------------------------------------------------- CPU float64 path (torch only)
 
 
@@ -42,7 +32,7 @@ def _call(model, g, t, **kw):
 def test_cpu_float64_forward_backward(model):
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
     inputs, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
-    out = _call(model, g, t)
+    out = call_op(model, g, t)
     want, _ = npref.forward(model, N, EDGES, inputs)
     np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-12)
     grad_out = torch.randn_like(out)
@@ -58,7 +48,7 @@ def test_gradcheck_float64(model):
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
     _, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
     names = list(t)
-    fn = lambda *xs: _call(model, g, dict(zip(names, xs)))  # noqa: E731
+    fn = lambda *xs: call_op(model, g, dict(zip(names, xs)))  # noqa: E731
     assert torch.autograd.gradcheck(fn, tuple(t[k] for k in names), eps=1e-6, atol=1e-6)
 
 
@@ -77,7 +67,7 @@ def test_cpu_float32_is_rejected():
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
     _, t = torch_inputs("gat", N, 1, 4, "cpu", torch.float32)
     with pytest.raises(dfgnn.DTypeError, match="float64 reference ops"):
-        _call("gat", g, t)
+        call_op("gat", g, t)
 
 
 # ---------------------------------------------------------------- layers vs PyG (float64 on the CPU)
@@ -136,7 +126,7 @@ def test_cuda_matches_reference(model, dtype_name):
     dtype, tol = getattr(torch, dtype_name), TOL[dtype_name]
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
     inputs, t = torch_inputs(model, N, 2, 8, "cuda", dtype)
-    out = _call(model, g, t)
+    out = call_op(model, g, t)
     assert out.dtype == dtype and out.is_cuda
     # the reference on the inputs as rounded to dtype
     rounded = {k: v.detach().double().cpu().numpy() for k, v in t.items()}
