@@ -32,6 +32,32 @@ def test_installed_layout():
     assert "libdfgnn.so.0" in names
 
 
+@pytest.mark.parametrize("name, allowed", [("_dfgnn", r"PyInit__dfgnn"), ("libdfgnn", r"dfgnn\w*")])
+def test_binaries_export_only_their_entry_points(name, allowed):
+    # A stray export (a C++ standard library instance, an STB_GNU_UNIQUE static) binds process-wide
+    # and broke `import dfgnn; import torch` on the H200; see cmake/libdfgnn.map.
+    import shutil
+    if shutil.which("nm") is None:
+        pytest.skip("nm (binutils) is not installed")
+    pkg = pathlib.Path(dfgnn.__file__).parent
+    path = next(p for p in pkg.iterdir() if p.name.startswith(name) and ".so" in p.name)
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True, check=True).stdout
+    names = [line.split()[-1] for line in out.splitlines() if line.strip()]
+    names = [n for n in names if "@" not in n]
+    assert names, f"{path.name} exports nothing"
+    stray = [n for n in names if not re.fullmatch(allowed, n)]
+    assert not stray, f"{path.name} exports {stray[:5]}"
+
+
+def test_import_before_torch(tmp_path):
+    if not HAS_TORCH:
+        pytest.skip("torch is not installed")
+    code = "import dfgnn, torch; x = torch.ones(3); print(dfgnn.has_device()[0], float(x.sum()))"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"import dfgnn then torch failed ({r.returncode}): {r.stderr[-2000:]}"
+    assert r.stdout.split()[-1] == "3.0"
+
+
 def test_import_outside_the_repo(tmp_path):
     code = "import dfgnn, sys; print(dfgnn.__version__); sys.exit('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -1,0 +1,23 @@
+# Fails if FILE exports a defined dynamic symbol whose name does not match ALLOWED (a regex).
+# Stray exports (C++ standard library instances, their STB_GNU_UNIQUE statics) bind across
+# libraries loaded later into the same process; see cmake/libdfgnn.map.
+execute_process(COMMAND nm -D --defined-only ${FILE} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${FILE}")
+endif()
+string(REPLACE "\n" ";" lines "${symbols}")
+set(count 0)
+foreach(line ${lines})
+  string(REGEX REPLACE "^[0-9a-fA-F]* +[A-Za-z] +" "" name "${line}")
+  if(name STREQUAL "" OR name MATCHES "@")
+    continue()
+  endif()
+  if(NOT name MATCHES "${ALLOWED}")
+    message(FATAL_ERROR "${FILE} exports '${name}' (only symbols matching '${ALLOWED}' may be exported)")
+  endif()
+  math(EXPR count "${count} + 1")
+endforeach()
+if(count EQUAL 0)
+  message(FATAL_ERROR "${FILE} exports no symbol matching '${ALLOWED}'")
+endif()
+message(STATUS "${FILE}: ${count} exported symbols, all matching '${ALLOWED}'")
