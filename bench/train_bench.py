@@ -10,7 +10,7 @@ time is the median of CUDA-event timed epochs after warm-up; peak memory is
 torch.cuda.max_memory_allocated() over those epochs (data, model and optimizer state included).
 dfgnn keeps its device copies of the graph (CSR + CSC, plans) outside torch's allocator: their size
 is estimated (16 bytes per edge + 8 per node) and added to dfgnn's peak ("peak_total"). Attention
-dropout is 0 on both sides (dfgnn's kernels do not have it yet).
+dropout is 0 on both sides (both support it; off, the comparison is of the attention kernels).
 
 Graphs: cora (data/cora, its 1433 features and labels), pubmed, blogcatalog, amazon-photo (from the
 dataset directories: random 128-wide features and labels where none are shipped) and R-MAT graphs

@@ -476,9 +476,25 @@ def _dropout_args(dropout, dropout_seed):
     return dropout, check_dropout_seed(dropout_seed, 1 << 63, "2**63")
 
 
+_FUNCTIONS = {"gat": GATFunction, "gatv2": GATv2Function, "transformer": TransformerFunction, "agnn": AGNNFunction}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+#: Eager calls on plain tensors go through the autograd Functions, the same kernels without the custom
+#: ops' dispatch layers (several hundred microseconds per forward+backward on the host: on small graphs,
+#: where every kernel takes microseconds, that decided whether a layer beat PyG). torch.compile,
+#: fake tensors and tensor subclasses get the custom ops. Tests turn this off to check both paths.
+use_functions_in_eager = True
+
+
 def _call(model, g, tensors, add_self_loops, negative_slope=0.2, scale=None, deterministic=True, schedule=None,
           dropout=0.0, dropout_seed=0):
     dropout, dropout_seed = _dropout_args(dropout, dropout_seed)
+    if (use_functions_in_eager and not torch.compiler.is_compiling()
+            and all(type(t) in _PLAIN for t in tensors) and not isinstance(dropout_seed, torch.SymInt)):
+        if not isinstance(g, Graph):
+            g = graph(g, tensors[0].shape[0], add_self_loops=add_self_loops)
+        options = {"gat": (float(negative_slope),), "gatv2": (float(negative_slope),),
+                   "transformer": (None if scale is None else float(scale),), "agnn": ()}[model]
+        return _FUNCTIONS[model].apply(g, *tensors, *options, bool(deterministic), schedule, dropout, dropout_seed)
     held, spec = _graph_spec(g, add_self_loops, tensors[0].shape[0])
     out, _lse = OPS[model](*tensors, *spec, float(negative_slope), None if scale is None else float(scale),
                            bool(deterministic), schedule, dropout, dropout_seed)
