@@ -14,7 +14,7 @@
 #   DFGNN_WHEELS   wheel directory for the build requirements scikit-build-core and nanobind when the
 #                  interpreter lacks them (default .whl); installed with --no-index
 #   BUDGET         total seconds (360); per-step limits: T_INSTALL (150), T_PYTEST (150), T_CORA (45),
-#                  T_TRAIN (120), T_INFER (30), T_DDP (90)
+#                  T_TRAIN (120), T_INFER (30), T_OVERHEAD (40), T_DDP (90)
 #   SKIP_INSTALL   set: use the dfgnn already importable (e.g. a second run on a warm machine)
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
@@ -122,6 +122,9 @@ grep -E "^\|" "$out/bench/train.md" 2>/dev/null
 run inference_bench "${T_INFER:-30}" "$out/bench/inference.log" \
   "$py" bench/train_bench.py --what inference --out "$out/bench" --datasets "$datasets"
 grep -E "^\|" "$out/bench/inference.md" 2>/dev/null
+
+run op_overhead "${T_OVERHEAD:-40}" "$out/bench/op_overhead.log" "$py" bench/op_overhead.py --profile 0
+grep -E "^(GAT|Transformer)" "$out/bench/op_overhead.log"
 
 # ---------------------------------------------------------------- DDP (2 GPUs)
 gpus=$("$py" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
