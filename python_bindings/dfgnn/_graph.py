@@ -1,5 +1,6 @@
 """dfgnn.Graph: a validated graph held as CSR by destination plus its transpose (CSC)."""
 
+import atexit
 import itertools
 import os
 import weakref
@@ -44,6 +45,15 @@ def _infer_num_nodes(edge_index):
 # and scalars but not arbitrary Python objects (torch.compile then treats the key like any int).
 _keys = itertools.count(1)
 _by_key = weakref.WeakValueDictionary()
+
+
+@atexit.register
+def _release_native_graphs():
+    """Frees, at interpreter exit, the native graphs that Python objects still reference: a graph
+    held by torch's autograd graph (an output kept in a global) or by a cache would otherwise outlive
+    the extension's teardown, which nanobind reports as a leak."""
+    for g in list(_by_key.values()):
+        g._h = None
 
 
 def graph_by_key(key):
