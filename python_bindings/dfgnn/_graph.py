@@ -173,7 +173,9 @@ class Graph:
     def csr(self):
         """``(row_ptr [N+1], col_idx [E], edge_id [E])``: read-only int32 NumPy views of the host
         CSR (no copy; they keep the graph alive). ``edge_id`` maps CSR positions to input edge
-        ids (positions in edge_index; self-loops added by the graph come last)."""
+        ids: positions in edge_index; with ``add_self_loops``, positions among the input edges that
+        are not self-loops (as after PyG's ``remove_self_loops``), then the added loop of node i as
+        id (kept edges) + i, the order of PyG's ``add_self_loops``."""
         return self._h.csr()
 
     def csc(self):

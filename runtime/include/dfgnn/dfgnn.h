@@ -150,7 +150,9 @@ DFGNN_API dfgnn_status_t dfgnnGraphGetSize(dfgnn_graph_t graph, int64_t* num_nod
 
 /* Borrowed int32 arrays of the graph, valid while the graph lives. memory selects the host copy or
  * the device copy (made on first request, on the current CUDA device). Any output may be null.
- * CSR: row_ptr [N+1], col_idx [E] (source j of each in-edge of row i), edge_id [E] (input edge id).
+ * CSR: row_ptr [N+1], col_idx [E] (source j of each in-edge of row i), edge_id [E] (input edge id;
+ *      with add_self_loops: the index among the input edges that are not self-loops, then
+ *      kept + i for the loop added to node i, as PyG's remove_self_loops + add_self_loops order them).
  * CSC: col_ptr [N+1], row_idx [E] (destination i of each out-edge of column j), csr_pos [E]
  *      (position of that edge in the CSR arrays, so per-edge data in CSR order is reachable). */
 DFGNN_API dfgnn_status_t dfgnnGraphGetCsr(dfgnn_graph_t graph, dfgnn_memory_t memory,
