@@ -3,6 +3,8 @@
 #include "cuda.hpp"
 
 #include <atomic>
+#include <unordered_set>
+
 #include "logging.hpp"
 
 namespace dfgnn {
@@ -10,6 +12,36 @@ namespace dfgnn {
 uint64_t Context::next_serial() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+struct LiveSerials {
+  std::mutex mutex;
+  std::unordered_set<uint64_t> serials;
+};
+LiveSerials& live_serials() {
+  static LiveSerials* live = new LiveSerials();  // never destroyed: contexts may outlive static teardown
+  return *live;
+}
+}  // namespace
+
+Context::Context() {
+  modules.set_store(&module_store);
+  LiveSerials& live = live_serials();
+  std::lock_guard lock(live.mutex);
+  live.serials.insert(serial);
+}
+
+Context::~Context() {
+  LiveSerials& live = live_serials();
+  std::lock_guard lock(live.mutex);
+  live.serials.erase(serial);
+}
+
+bool Context::alive(uint64_t serial) {
+  LiveSerials& live = live_serials();
+  std::lock_guard lock(live.mutex);
+  return live.serials.count(serial) != 0;
 }
 
 int Context::current_arch() {

@@ -21,9 +21,13 @@ class DatabaseModuleStore final : public ModuleStore {
 };
 
 struct Context {
-  Context() { modules.set_store(&module_store); }
+  Context();
+  ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
+
+  // Whether the context with this serial still exists (graphs drop cached recipes of dead ones).
+  static bool alive(uint64_t serial);
 
   // Unique for the life of the process (never reused), for caches keyed by context.
   const uint64_t serial = next_serial();

@@ -1,5 +1,6 @@
 #include "graph.hpp"
 
+#include "context.hpp"
 #include "error.hpp"
 #include "fingerprint.hpp"
 
@@ -228,8 +229,11 @@ std::shared_ptr<const Recipe> Graph::recipe(const RecipeKey& key) const {
 
 std::shared_ptr<const Recipe> Graph::store_recipe(const RecipeKey& key, std::shared_ptr<const Recipe> recipe) const {
   std::lock_guard lock(recipe_mutex_);
+  // Retire what no call can use again: older generations of this context, and every recipe of a
+  // destroyed context (whose loaded modules they would otherwise keep alive with the graph).
   std::erase_if(recipes_, [&](const auto& entry) {
-    return entry.first.context == key.context && entry.first.generation < key.generation;
+    return (entry.first.context == key.context && entry.first.generation < key.generation) ||
+           (entry.first.context != key.context && !Context::alive(entry.first.context));
   });
   return recipes_.emplace(key, std::move(recipe)).first->second;
 }

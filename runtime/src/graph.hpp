@@ -75,7 +75,7 @@ class Graph {
                                    const std::function<std::shared_ptr<const Plan>()>& make) const;
   // Launch recipes cached by key (ops.cpp builds them); make runs outside the lock, so a recipe
   // may be built twice by racing threads (the first stored wins). Storing a recipe drops the same
-  // context's recipes of older dispatcher generations.
+  // context's recipes of older dispatcher generations and the recipes of destroyed contexts.
   std::shared_ptr<const Recipe> recipe(const RecipeKey& key) const;
   std::shared_ptr<const Recipe> store_recipe(const RecipeKey& key, std::shared_ptr<const Recipe> recipe) const;
 

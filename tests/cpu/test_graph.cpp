@@ -2,6 +2,10 @@
 // one specific error per kind of bad input.
 #include "test_util.hpp"
 
+#include "context.hpp"
+#include "graph.hpp"
+#include "recipe.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -281,4 +285,29 @@ TEST(Api, StatusStringsAndThreadLocalMessages) {
   EXPECT_EQ(other, "");  // a failure on this thread is not visible on another
   EXPECT_NE(last_message(), "");
   EXPECT_STREQ(dfgnnGetVersion(), "0.2.0");
+}
+
+TEST(Graph, RecipesOfDestroyedContextsAreDropped) {
+  const int32_t edges[] = {0, 1, 1, 0};
+  auto graph = dfgnn::Graph::from_coo(2, 2, edges, DFGNN_INDEX_INT32, dfgnnGraphDefaultOptions());
+  auto first = std::make_unique<dfgnn::Context>();
+  auto second = std::make_unique<dfgnn::Context>();
+  auto key_of = [](const dfgnn::Context& c) {
+    dfgnn::RecipeKey k;
+    k.context = c.serial;
+    k.heads = 1;
+    k.dim = 8;
+    return k;
+  };
+  const dfgnn::RecipeKey k1 = key_of(*first), k2 = key_of(*second);
+  graph->store_recipe(k1, std::make_shared<dfgnn::Recipe>());
+  graph->store_recipe(k2, std::make_shared<dfgnn::Recipe>());
+  EXPECT_TRUE(dfgnn::Context::alive(k1.context));
+  EXPECT_NE(graph->recipe(k1), nullptr);  // another live context's recipe stays
+  first.reset();
+  EXPECT_FALSE(dfgnn::Context::alive(k1.context));
+  auto third = std::make_unique<dfgnn::Context>();
+  graph->store_recipe(key_of(*third), std::make_shared<dfgnn::Recipe>());
+  EXPECT_EQ(graph->recipe(k1), nullptr);  // the destroyed context's recipe went with the next store
+  EXPECT_NE(graph->recipe(k2), nullptr);
 }
