@@ -478,10 +478,12 @@ def _dropout_args(dropout, dropout_seed):
 
 _FUNCTIONS = {"gat": GATFunction, "gatv2": GATv2Function, "transformer": TransformerFunction, "agnn": AGNNFunction}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_functorch_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda t: False)
 #: Eager calls on plain tensors go through the autograd Functions, the same kernels without the custom
 #: ops' dispatch layers (several hundred microseconds per forward+backward on the host: on small graphs,
 #: where every kernel takes microseconds, that decided whether a layer beat PyG). torch.compile,
-#: fake tensors and tensor subclasses get the custom ops. Tests turn this off to check both paths.
+#: fake tensors, tensor subclasses and torch.func transforms (vmap) get the custom ops. Tests turn
+#: this off to check both paths.
 use_functions_in_eager = True
 
 
@@ -489,7 +491,8 @@ def _call(model, g, tensors, add_self_loops, negative_slope=0.2, scale=None, det
           dropout=0.0, dropout_seed=0):
     dropout, dropout_seed = _dropout_args(dropout, dropout_seed)
     if (use_functions_in_eager and not torch.compiler.is_compiling()
-            and all(type(t) in _PLAIN for t in tensors) and not isinstance(dropout_seed, torch.SymInt)):
+            and all(type(t) in _PLAIN and not _functorch_wrapped(t) for t in tensors)
+            and not isinstance(dropout_seed, torch.SymInt)):
         if not isinstance(g, Graph):
             g = graph(g, tensors[0].shape[0], add_self_loops=add_self_loops)
         options = {"gat": (float(negative_slope),), "gatv2": (float(negative_slope),),

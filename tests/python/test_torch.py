@@ -63,6 +63,19 @@ def test_eager_functions_match_the_custom_ops(model, graph_arg, monkeypatch):
         assert torch.equal(a, b)
 
 
+@requires_torch
+def test_vmap_takes_the_custom_ops():
+    # torch.func transforms wrap tensors; the eager Functions do not support them, the custom ops do
+    # (through torch's batching fallback): each vmapped slice equals the unbatched call.
+    g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
+    _, t = torch_inputs("transformer", N, 2, 3, "cpu", torch.float64)
+    q = torch.stack([t["q"].detach(), 2 * t["q"].detach()])
+    k, v = t["k"].detach(), t["v"].detach()
+    out = torch.vmap(lambda qq: dt.transformer(g, qq, k, v))(q)
+    for b in range(2):
+        assert torch.equal(out[b], dt.transformer(g, q[b], k, v))
+
+
 _FUNCTION_NAMES = {"gat": "GATFunction", "gatv2": "GATv2Function", "transformer": "TransformerFunction",
                    "agnn": "AGNNFunction"}
 
