@@ -39,8 +39,8 @@ unmodified (:func:`graph`). One Graph serves one CUDA device.
 Layers mirroring PyG 2.8 (constructor arguments, parameter names, so ``load_state_dict`` of a
 PyG layer works): :class:`GATConv`, :class:`GATv2Conv`, :class:`TransformerConv`,
 :class:`AGNNConv`. Their ``dropout`` is attention dropout in training mode (none in eval mode), as
-in PyG. Not supported yet (NotImplementedError): ``edge_dim``, bipartite inputs,
-``return_attention_weights``.
+in PyG. Not supported yet (NotImplementedError): ``edge_dim``, bipartite inputs, lazy
+``in_channels=-1``, ``return_attention_weights``.
 """
 
 try:
@@ -90,6 +90,9 @@ def graph(edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates
     A :class:`dfgnn.Graph` is returned as it is."""
     if isinstance(edge_index, Graph):
         return edge_index
+    if edge_index is None:
+        raise invalid_argument("graph must be a dfgnn.Graph or an edge_index [2, E] (int32/int64), got None",
+                               kind="type")
     if not isinstance(edge_index, torch.Tensor):
         return Graph(edge_index, num_nodes, add_self_loops=add_self_loops, reject_duplicates=reject_duplicates)
     if num_nodes is None:
@@ -125,6 +128,9 @@ def _check_graph(g):
     if not isinstance(g, Graph):
         raise invalid_argument(f"graph must be a dfgnn.Graph (see dfgnn.torch.graph), got {type(g).__name__}",
                                kind="type")
+    if getattr(g, "_h", None) is None or getattr(g, "_key", None) is None:
+        raise invalid_argument("this dfgnn.Graph has no native graph (released at interpreter exit, or never "
+                               "initialised): build a new dfgnn.Graph", kind="value")
 
 
 def _device_context(t):
@@ -454,6 +460,7 @@ def _graph_spec(g, add_self_loops, num_nodes):
         return None, (g, 0, bool(add_self_loops))
     if not isinstance(g, Graph):
         g = graph(g, num_nodes, add_self_loops=add_self_loops)  # NumPy arrays, lists: eager only
+    _check_graph(g)
     return g, (None, g.key, False)
 
 
@@ -482,8 +489,8 @@ _functorch_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorc
 #: Eager calls on plain tensors go through the autograd Functions, the same kernels without the custom
 #: ops' dispatch layers (several hundred microseconds per forward+backward on the host: on small graphs,
 #: where every kernel takes microseconds, that decided whether a layer beat PyG). torch.compile,
-#: fake tensors, tensor subclasses and torch.func transforms (vmap) get the custom ops. Tests turn
-#: this off to check both paths.
+#: fake and meta tensors, tensor subclasses and torch.func transforms (vmap) get the custom ops. Tests
+#: turn this off to check both paths.
 use_functions_in_eager = True
 
 
@@ -491,7 +498,8 @@ def _call(model, g, tensors, add_self_loops, negative_slope=0.2, scale=None, det
           dropout=0.0, dropout_seed=0):
     dropout, dropout_seed = _dropout_args(dropout, dropout_seed)
     if (use_functions_in_eager and not torch.compiler.is_compiling()
-            and all(type(t) in _PLAIN and not _functorch_wrapped(t) for t in tensors)
+            and all(type(t) in _PLAIN and t.device.type in ("cpu", "cuda") and not _functorch_wrapped(t)
+                    for t in tensors)
             and not isinstance(dropout_seed, torch.SymInt)):
         if not isinstance(g, Graph):
             g = graph(g, tensors[0].shape[0], add_self_loops=add_self_loops)
@@ -517,11 +525,27 @@ def _feature_dtype(*features):
     return dtype
 
 
+def _check_tensor(x, name):
+    if not isinstance(x, torch.Tensor):
+        raise invalid_argument(f"{name} must be a torch.Tensor, got {type(x).__name__}", kind="type")
+
+
 def _features(x, heads, name):
     """[N, H, D] view of a feature tensor given as [N, H, D] or [N, H*D]."""
+    _check_tensor(x, name)
+    if not x.is_floating_point():
+        # checked per tensor: type promotion would otherwise turn an integer k or v silently into floats
+        raise invalid_argument(f"{name} must be a floating-point tensor (float64 on the CPU; float32, float16 or "
+                               f"bfloat16 on CUDA), got {x.dtype}", kind="dtype")
     if x.dim() == 3:
+        if heads is not None and x.shape[1] != heads:
+            raise invalid_argument(f"{name} has shape {list(x.shape)} ({x.shape[1]} heads), but heads={heads}",
+                                   kind="shape")
         return x
     if x.dim() == 2 and heads is not None:
+        if heads < 1 or x.shape[1] % heads != 0:
+            raise invalid_argument(f"{name} has shape {list(x.shape)}: heads={heads} must be >= 1 and divide its "
+                                   f"second dimension (H*D)", kind="shape")
         return x.view(x.shape[0], heads, -1)
     raise invalid_argument(f"{name} must have shape [N, H, D] (or [N, H*D] with heads=), got {list(x.shape)}",
                            kind="shape")
@@ -581,10 +605,14 @@ def transformer(graph, q, k, v, *, heads=None, scale=None, deterministic=True, s
 def agnn(graph, h, beta, *, heads=None, deterministic=True, schedule=None, add_self_loops=False, dropout=0.0,
          dropout_seed=0):
     """AGNN attention: h [N, H, D] (or [N, F] as one head), beta: one-element tensor."""
+    _check_tensor(h, "h")
     if h.dim() == 2 and heads is None:
         h = h.unsqueeze(1)
     h = _features(h, heads, "h")
     h = h.to(_feature_dtype(h))
+    _check_tensor(beta, "beta")
+    if beta.numel() != 1:
+        raise invalid_argument(f"beta must be a one-element tensor, got shape {list(beta.shape)}", kind="shape")
     (beta,) = _params_like(h, beta.reshape(1))
     return _call("agnn", graph, (h, beta), add_self_loops, deterministic=deterministic, schedule=schedule,
                  dropout=dropout, dropout_seed=dropout_seed)
@@ -617,6 +645,8 @@ def _unsupported(name, **args):
 def _int_channels(name, in_channels):
     if not isinstance(in_channels, int):
         raise NotImplementedError(f"dfgnn.torch.{name}: bipartite (tuple) in_channels are not supported yet")
+    if in_channels == -1:
+        raise NotImplementedError(f"dfgnn.torch.{name}: lazy initialization (in_channels=-1) is not supported yet")
     return in_channels
 
 
