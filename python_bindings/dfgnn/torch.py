@@ -39,8 +39,9 @@ unmodified (:func:`graph`). One Graph serves one CUDA device.
 Layers mirroring PyG 2.8 (constructor arguments, parameter names, so ``load_state_dict`` of a
 PyG layer works): :class:`GATConv`, :class:`GATv2Conv`, :class:`TransformerConv`,
 :class:`AGNNConv`. Their ``dropout`` is attention dropout in training mode (none in eval mode), as
-in PyG. Not supported yet (NotImplementedError): ``edge_dim``, bipartite inputs, lazy
-``in_channels=-1``, ``return_attention_weights``.
+in PyG. ``return_attention_weights`` as in PyG (computed on request with torch ops; not with attention
+dropout in training). Not supported yet (NotImplementedError): ``edge_dim``, bipartite inputs, lazy
+``in_channels=-1``.
 """
 
 try:
@@ -669,6 +670,29 @@ def _attention_dropout(layer):
     return 0.0, 0
 
 
+def _attention_weights(layer, g, x, score_fn):
+    """PyG's ``return_attention_weights``: ``(edge_index, alpha)`` with the graph's edges (self-loops
+    as the layer added them) in CSR order and alpha [E, H] their attention weights. The fused
+    kernels never store these E x H values, so they are computed here only when asked for, with
+    torch ops: score_fn(src, dst) gives the [E, H] scores, softmax per destination. Differentiable."""
+    if layer.training and layer.dropout != 0:
+        raise NotImplementedError(f"dfgnn.torch.{type(layer).__name__}: return_attention_weights with attention "
+                                  "dropout in training mode is not supported yet (call eval() first)")
+    if not isinstance(g, Graph):
+        g = graph(g, x.size(0), add_self_loops=getattr(layer, "add_self_loops", False))
+    _check_graph(g)
+    edge_index = torch.from_numpy(g.edge_index()).to(x.device)
+    src, dst = edge_index[0], edge_index[1]
+    scores = score_fn(src, dst)
+    work = scores if scores.dtype == torch.float64 else scores.float()
+    n, heads = g.num_nodes, work.shape[1]
+    index = dst.unsqueeze(1).expand_as(work)
+    row_max = work.new_full((n, heads), float("-inf")).scatter_reduce(0, index, work, "amax")
+    weights = torch.exp(work - row_max[dst])
+    total = work.new_zeros((n, heads)).index_add(0, dst, weights)
+    return edge_index, (weights / total[dst]).to(scores.dtype)
+
+
 class GATConv(torch.nn.Module):
     """PyG's GATConv on dfgnn's fused kernels (same arguments and parameter names:
     ``lin.weight``, ``att_src``, ``att_dst``, ``bias``, ``res.weight``).
@@ -704,8 +728,7 @@ class GATConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
-        _unsupported("GATConv", edge_attr=edge_attr is not None, size=size is not None,
-                     return_attention_weights=return_attention_weights is not None)
+        _unsupported("GATConv", edge_attr=edge_attr is not None, size=size is not None)
         H, C = self.heads, self.out_channels
         g = _layer_graph(edge_index, x, self.add_self_loops)
         h = self.lin(x).view(-1, H, C)
@@ -717,6 +740,12 @@ class GATConv(torch.nn.Module):
             out = out + self.res(x)
         if self.bias is not None:
             out = out + self.bias
+        if return_attention_weights:  # as PyG 2.8's GATConv (TransformerConv also returns them for False)
+            def scores(src, dst):
+                a_src, a_dst = self.att_src.view(1, H, C).to(h.dtype), self.att_dst.view(1, H, C).to(h.dtype)
+                z = (h * a_src).sum(-1)[src] + (h * a_dst).sum(-1)[dst]
+                return torch.nn.functional.leaky_relu(z, self.negative_slope)
+            return out, _attention_weights(self, g, x, scores)
         return out
 
     def __repr__(self):
@@ -756,8 +785,7 @@ class GATv2Conv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
-        _unsupported("GATv2Conv", edge_attr=edge_attr is not None,
-                     return_attention_weights=return_attention_weights is not None)
+        _unsupported("GATv2Conv", edge_attr=edge_attr is not None)
         H, C = self.heads, self.out_channels
         g = _layer_graph(edge_index, x, self.add_self_loops)
         x_l = self.lin_l(x).view(-1, H, C)
@@ -770,6 +798,11 @@ class GATv2Conv(torch.nn.Module):
             out = out + self.res(x)
         if self.bias is not None:
             out = out + self.bias
+        if return_attention_weights:  # as PyG 2.8's GATv2Conv
+            def scores(src, dst):
+                z = torch.nn.functional.leaky_relu(x_l[src] + x_r[dst], self.negative_slope)
+                return (z * self.att.view(1, H, C).to(z.dtype)).sum(-1)
+            return out, _attention_weights(self, g, x, scores)
         return out
 
     def __repr__(self):
@@ -802,8 +835,7 @@ class TransformerConv(torch.nn.Module):
                 lin.reset_parameters()
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
-        _unsupported("TransformerConv", edge_attr=edge_attr is not None,
-                     return_attention_weights=return_attention_weights is not None)
+        _unsupported("TransformerConv", edge_attr=edge_attr is not None)
         H, C = self.heads, self.out_channels
         g = _layer_graph(edge_index, x, False)
         q = self.lin_query(x).view(-1, H, C)
@@ -819,6 +851,10 @@ class TransformerConv(torch.nn.Module):
                 out = b * x_r + (1 - b) * out
             else:
                 out = out + x_r
+        if isinstance(return_attention_weights, bool):  # as PyG 2.8's TransformerConv: for True and False
+            def scores(src, dst):
+                return (q[dst] * k[src]).sum(-1) / math.sqrt(C)
+            return out, _attention_weights(self, g, x, scores)
         return out
 
     def __repr__(self):

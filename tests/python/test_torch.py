@@ -122,6 +122,56 @@ def _pyg_pair(name, **kw):
 @requires_torch
 @requires_pyg
 @pytest.mark.parametrize("name,kw", [
+    # slopes exactly representable in the op's float (0.2 becomes 0.2f in the fused output)
+    ("GATConv", dict(in_channels=5, out_channels=4, heads=3, negative_slope=0.25)),
+    ("GATConv", dict(in_channels=5, out_channels=4, heads=2, add_self_loops=False, negative_slope=0.5)),
+    ("GATv2Conv", dict(in_channels=5, out_channels=4, heads=3, negative_slope=0.25)),
+    ("GATv2Conv", dict(in_channels=5, out_channels=4, heads=2, share_weights=True, negative_slope=0.25)),
+    ("TransformerConv", dict(in_channels=5, out_channels=4, heads=3)),
+])
+@pytest.mark.parametrize("flag", [True, False])
+def test_attention_weights_match_pyg(name, kw, flag):
+    # return_attention_weights as PyG 2.8: (out, (edge_index, alpha)); GATConv and GATv2Conv for a
+    # true flag only, TransformerConv for any bool. Edges come in another order, so alpha is compared
+    # per (source, target) pair (no duplicate edges here).
+    torch.manual_seed(0)
+    ours, theirs = _pyg_pair(name, **kw)
+    ours.eval(), theirs.eval()
+    edges = torch.tensor([(0, 1), (1, 2), (3, 2), (4, 2), (5, 2), (0, 2), (2, 0), (3, 3), (4, 5), (5, 4), (1, 3),
+                          (6, 2), (2, 1)]).t().contiguous()
+    x = torch.randn(N, 5, dtype=torch.float64, requires_grad=True)
+    got, expected = ours(x, edges, return_attention_weights=flag), theirs(x, edges, return_attention_weights=flag)
+    if isinstance(expected, torch.Tensor):
+        assert not flag and name != "TransformerConv" and isinstance(got, torch.Tensor)
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+        return
+    out, (ei, alpha) = got
+    want, (pei, palpha) = expected
+    torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-12)
+    assert alpha.shape == palpha.shape and ei.shape == pei.shape
+    mine = {(int(s), int(d)): alpha[e] for e, (s, d) in enumerate(ei.t())}
+    assert len(mine) == ei.shape[1]
+    for e, (s, d) in enumerate(pei.t()):
+        torch.testing.assert_close(mine[(int(s), int(d))], palpha[e], rtol=1e-10, atol=1e-12)
+    # differentiable, like PyG's
+    g_ours = torch.autograd.grad((alpha * torch.arange(alpha.numel()).view_as(alpha)).sum(), x)[0]
+    key = {(int(s), int(d)): e for e, (s, d) in enumerate(pei.t())}
+    perm = torch.tensor([key[(int(s), int(d))] for s, d in ei.t()])
+    g_theirs = torch.autograd.grad((palpha[perm] * torch.arange(alpha.numel()).view_as(alpha)).sum(), x)[0]
+    torch.testing.assert_close(g_ours, g_theirs, rtol=1e-9, atol=1e-12)
+
+
+@requires_torch
+def test_attention_weights_refused_with_training_dropout():
+    layer = dt.GATConv(5, 4, heads=2, dropout=0.5).double().train()
+    x = torch.randn(N, 5, dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match="return_attention_weights with attention dropout"):
+        layer(x, torch.tensor(EDGES.T.copy()), return_attention_weights=True)
+
+
+@requires_torch
+@requires_pyg
+@pytest.mark.parametrize("name,kw", [
     ("GATConv", dict(in_channels=5, out_channels=4, heads=3)),
     ("GATConv", dict(in_channels=5, out_channels=4, heads=2, concat=False, residual=True, negative_slope=0.25)),
     ("GATv2Conv", dict(in_channels=5, out_channels=4, heads=3)),
