@@ -40,8 +40,9 @@ Layers mirroring PyG 2.8 (constructor arguments, parameter names, so ``load_stat
 PyG layer works): :class:`GATConv`, :class:`GATv2Conv`, :class:`TransformerConv`,
 :class:`AGNNConv`. Their ``dropout`` is attention dropout in training mode (none in eval mode), as
 in PyG. ``return_attention_weights`` as in PyG (computed on request with torch ops; not with attention
-dropout in training). Not supported yet (NotImplementedError): ``edge_dim``, bipartite inputs, lazy
-``in_channels=-1``.
+dropout in training). Not supported yet (NotImplementedError): ``edge_dim``, bipartite inputs (tuple
+``in_channels`` or ``x``), lazy ``in_channels=-1``, sparse adjacency inputs, ``aggr``/``flow`` other than
+PyG's defaults (other unknown keywords are a TypeError, as in PyG).
 """
 
 try:
@@ -146,6 +147,15 @@ class _NullContext:
         return False
 
 
+_FEATURE_SLOTS = ("h", "h_dst", "q", "k", "v")
+
+
+def _no_nodes(g, inputs):
+    """A graph without nodes and features without rows: nothing to compute (the C API would see
+    the empty arrays' null pointers)."""
+    return g.num_nodes == 0 and all(v.shape[0] == 0 for k, v in inputs.items() if k in _FEATURE_SLOTS)
+
+
 def _run_forward(g, model, inputs, params, schedule):
     """inputs: dict slot -> detached contiguous tensors. Returns (out, lse)."""
     _check_graph(g)
@@ -160,6 +170,8 @@ def _run_forward(g, model, inputs, params, schedule):
         op = make_op(model, str(first.dtype), heads, dim, **params)
         out = torch.empty((n, heads, dim), dtype=first.dtype, device=first.device)
         lse = torch.empty((n, heads), dtype=torch.float32, device=first.device)
+        if _no_nodes(g, inputs):
+            return out, lse
         with torch.cuda.device(first.device):
             ws = _workspace(ctx, g, op, Direction.FORWARD, schedule, first.device)
             stream = torch.cuda.current_stream(first.device).cuda_stream
@@ -173,6 +185,8 @@ def _run_forward(g, model, inputs, params, schedule):
     op = make_op(model, "float64", heads, dim, **params)
     out = torch.empty((n, heads, dim), dtype=torch.float64)
     lse = torch.empty((n, heads), dtype=torch.float64)
+    if _no_nodes(g, inputs):
+        return out, lse
     _dfgnn.reference_forward(g._h, op, _dls(inputs), _dl(out), _dl(lse))
     return out, lse
 
@@ -184,6 +198,8 @@ def _run_backward(g, model, inputs, out, lse, grad_out, params, schedule):
     out, lse = out.detach(), lse.detach()
     grad_out = grad_out.detach().to(out.dtype).contiguous().view(out.shape)
     grads = {k: torch.empty_like(v) for k, v in inputs.items()}
+    if _no_nodes(g, inputs):
+        return {k: torch.zeros_like(v) for k, v in inputs.items()}
     if first.is_cuda:
         op = make_op(model, str(first.dtype), heads, dim, **params)
         ctx = _dfgnn.default_context()
@@ -631,10 +647,34 @@ def _glorot(t):
 def _linear(in_channels, out_channels, bias, glorot):
     lin = torch.nn.Linear(in_channels, out_channels, bias=bias)
     if glorot:
-        torch.nn.init.xavier_uniform_(lin.weight)
-        if bias:
-            torch.nn.init.zeros_(lin.bias)
+        _reset_glorot_linear(lin)
     return lin
+
+
+def _reset_glorot_linear(lin):
+    """PyG's Linear(..., weight_initializer='glorot'): a glorot weight and its default bias,
+    uniform in +-1/sqrt(in_channels) (as torch.nn.Linear's)."""
+    torch.nn.init.xavier_uniform_(lin.weight)
+    if lin.bias is not None:
+        bound = 1.0 / math.sqrt(lin.in_features) if lin.in_features > 0 else 0.0
+        torch.nn.init.uniform_(lin.bias, -bound, bound)
+
+
+def _check_kwargs(name, kwargs):
+    """PyG passes extra keywords to MessagePassing: its defaults are accepted, other aggregations or
+    flows are not supported, and anything else is a TypeError there as here."""
+    defaults = {"aggr": "add", "flow": "source_to_target", "decomposed_layers": 1}
+    for key, value in kwargs.items():
+        if key not in defaults:
+            raise TypeError(f"dfgnn.torch.{name}.__init__() got an unexpected keyword argument '{key}'")
+        if value != defaults[key]:
+            raise NotImplementedError(f"dfgnn.torch.{name}: {key}={value!r} is not supported yet "
+                                      f"(only {defaults[key]!r})")
+
+
+def _check_x(name, x):
+    if isinstance(x, (tuple, list)):
+        raise NotImplementedError(f"dfgnn.torch.{name}: bipartite (x_src, x_dst) inputs are not supported yet")
 
 
 def _unsupported(name, **args):
@@ -654,6 +694,9 @@ def _int_channels(name, in_channels):
 def _layer_graph(edge_index, x, add_self_loops):
     """A Graph is used as given (build it with add_self_loops=True for PyG's default); an
     edge_index tensor goes to the op as it is (the op caches its Graph, also under torch.compile)."""
+    if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+        raise NotImplementedError(f"dfgnn.torch layers take an edge_index [2, E] or a dfgnn.Graph; a sparse "
+                                  f"adjacency ({edge_index.layout}) is not supported yet")
     if isinstance(edge_index, (Graph, torch.Tensor)):
         return edge_index
     return graph(edge_index, x.size(0), add_self_loops=add_self_loops)
@@ -705,6 +748,7 @@ class GATConv(torch.nn.Module):
     def __init__(self, in_channels, out_channels, heads=1, concat=True, negative_slope=0.2, dropout=0.0,
                  add_self_loops=True, edge_dim=None, fill_value="mean", bias=True, residual=False, **kwargs):
         super().__init__()
+        _check_kwargs("GATConv", kwargs)
         _unsupported("GATConv", edge_dim=edge_dim is not None)
         in_channels = _int_channels("GATConv", in_channels)
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
@@ -728,6 +772,7 @@ class GATConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
+        _check_x("GATConv", x)
         _unsupported("GATConv", edge_attr=edge_attr is not None, size=size is not None)
         H, C = self.heads, self.out_channels
         g = _layer_graph(edge_index, x, self.add_self_loops)
@@ -760,6 +805,7 @@ class GATv2Conv(torch.nn.Module):
                  add_self_loops=True, edge_dim=None, fill_value="mean", bias=True, share_weights=False,
                  residual=False, **kwargs):
         super().__init__()
+        _check_kwargs("GATv2Conv", kwargs)
         _unsupported("GATv2Conv", edge_dim=edge_dim is not None)
         in_channels = _int_channels("GATv2Conv", in_channels)
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
@@ -777,14 +823,13 @@ class GATv2Conv(torch.nn.Module):
     def reset_parameters(self):
         for lin in (self.lin_l, self.lin_r, self.res):
             if lin is not None:
-                torch.nn.init.xavier_uniform_(lin.weight)
-                if lin.bias is not None:
-                    torch.nn.init.zeros_(lin.bias)
+                _reset_glorot_linear(lin)
         _glorot(self.att)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
+        _check_x("GATv2Conv", x)
         _unsupported("GATv2Conv", edge_attr=edge_attr is not None)
         H, C = self.heads, self.out_channels
         g = _layer_graph(edge_index, x, self.add_self_loops)
@@ -817,6 +862,7 @@ class TransformerConv(torch.nn.Module):
     def __init__(self, in_channels, out_channels, heads=1, concat=True, beta=False, dropout=0.0, edge_dim=None,
                  bias=True, root_weight=True, **kwargs):
         super().__init__()
+        _check_kwargs("TransformerConv", kwargs)
         _unsupported("TransformerConv", edge_dim=edge_dim is not None)
         in_channels = _int_channels("TransformerConv", in_channels)
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
@@ -835,6 +881,7 @@ class TransformerConv(torch.nn.Module):
                 lin.reset_parameters()
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
+        _check_x("TransformerConv", x)
         _unsupported("TransformerConv", edge_attr=edge_attr is not None)
         H, C = self.heads, self.out_channels
         g = _layer_graph(edge_index, x, False)
@@ -866,6 +913,7 @@ class AGNNConv(torch.nn.Module):
 
     def __init__(self, requires_grad=True, add_self_loops=True, **kwargs):
         super().__init__()
+        _check_kwargs("AGNNConv", kwargs)
         self.requires_grad, self.add_self_loops = requires_grad, add_self_loops
         if requires_grad:
             self.beta = torch.nn.Parameter(torch.empty(1))
@@ -879,6 +927,7 @@ class AGNNConv(torch.nn.Module):
                 self.beta.fill_(1)
 
     def forward(self, x, edge_index):
+        _check_x("AGNNConv", x)
         g = _layer_graph(edge_index, x, self.add_self_loops)
         return agnn(g, x.unsqueeze(1), self.beta, add_self_loops=self.add_self_loops).squeeze(1)
 

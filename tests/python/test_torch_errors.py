@@ -503,3 +503,60 @@ def test_layer_edge_attr(eager_functions, name):
     layer = getattr(dt, name)(4, 2, heads=2).double()
     with pytest.raises(NotImplementedError, match=rf"{name}: edge_attr is not supported yet"):
         layer(rand(N, 4), edge_index(), edge_attr=rand(len(EDGES), 3))
+
+
+# ---------------------------------------------------------------- PyG compatibility edges (review findings)
+
+ALL_LAYERS = [("GATConv", (4, 2)), ("GATv2Conv", (4, 2)), ("TransformerConv", (4, 2)), ("AGNNConv", ())]
+
+
+@pytest.mark.parametrize("name,args", ALL_LAYERS)
+def test_layer_keywords_like_pyg(name, args):
+    # PyG hands extra keywords to MessagePassing: its defaults pass, other aggregations are not
+    # supported here, and an unknown keyword (a typo) is a TypeError, never silently dropped.
+    getattr(dt, name)(*args, aggr="add", flow="source_to_target")
+    with pytest.raises(NotImplementedError, match=rf"{name}: aggr='mean' is not supported"):
+        getattr(dt, name)(*args, aggr="mean")
+    with pytest.raises(NotImplementedError, match=rf"{name}: flow='target_to_source' is not supported"):
+        getattr(dt, name)(*args, flow="target_to_source")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'add_self_loop'"):
+        getattr(dt, name)(*args, add_self_loop=False)
+
+
+@pytest.mark.parametrize("name,args", ALL_LAYERS)
+def test_layer_bipartite_x_is_not_supported(name, args):
+    layer = getattr(dt, name)(*args).double()
+    x = rand(N, 4)
+    with pytest.raises(NotImplementedError, match=rf"{name}: bipartite \(x_src, x_dst\) inputs"):
+        layer((x, x), edge_index())
+
+
+@pytest.mark.parametrize("name,args", ALL_LAYERS)
+def test_layer_sparse_adjacency_is_not_supported(name, args):
+    layer = getattr(dt, name)(*args).double()
+    adj = torch.sparse_coo_tensor(edge_index(), torch.ones(edge_index().shape[1]), (N, N))
+    with pytest.raises(NotImplementedError, match="sparse adjacency"):
+        layer(rand(N, 4), adj)
+
+
+@pytest.mark.parametrize("name,args", ALL_LAYERS)
+def test_layer_on_a_graph_without_nodes(eager_functions, name, args):
+    # as PyG: an empty output of the right width, and a backward that runs
+    layer = getattr(dt, name)(*args).double()
+    x = torch.empty(0, 4, dtype=torch.float64, requires_grad=True)
+    out = layer(x, torch.empty(2, 0, dtype=torch.long))
+    assert out.shape[0] == 0 and out.dtype == torch.float64
+    out.sum().backward()
+    assert x.grad is not None and x.grad.shape == (0, 4)
+
+
+def test_gatv2_linear_biases_start_like_pyg():
+    # PyG's Linear(weight_initializer='glorot') keeps its default bias: uniform in +-1/sqrt(in_channels)
+    torch.manual_seed(0)
+    layer = dt.GATv2Conv(64, 32, heads=2)
+    for lin in (layer.lin_l, layer.lin_r):
+        bias = lin.bias.detach()
+        assert 0 < bias.abs().max() <= 1 / 64 ** 0.5
+        assert bias.std() > 0.5 * (1 / 64 ** 0.5) / 3 ** 0.5  # a uniform spread, not zeros
+    layer.reset_parameters()
+    assert layer.lin_l.bias.abs().max() > 0
