@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Tests of the Python package: installs dfgnn the README way (`pip install .`, into a virtual
-# environment) and runs pytest on tests/python. Needs no GPU and no PyTorch: the tests that do
-# skip with the reason. Called by tools/run-tests.sh; extra arguments go to pytest.
+# environment) and runs pytest on tests/python. Needs no GPU: the GPU tests skip with the reason.
+# PyTorch and PyTorch Geometric are installed into the venv too (about a minute and 5 GiB from PyPI),
+# so the torch ops and layers are tested on the CPU (float64 reference path) against PyG; set
+# DFGNN_PYTHON_TORCH=0 to skip them (their tests then skip). Called by tools/run-tests.sh; extra
+# arguments go to pytest.
 # Environment: DFGNN_BUILD_DIR (default build): the venv is $DFGNN_BUILD_DIR/python-venv (or
 # DFGNN_VENV) and the package's CMake build directory $DFGNN_BUILD_DIR/python, kept between runs so
 # that a second install only rebuilds what changed; DFGNN_PYTHON (default python3) makes the venv.
@@ -15,6 +18,12 @@ export PATH=/usr/local/cuda/bin:$PATH
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 echo "python-tests: installing the build and test requirements into $venv"
 "${pip[@]}" install "scikit-build-core>=0.10" "nanobind>=2.4" "numpy>=1.22" "pytest>=7"
+if [ "${DFGNN_PYTHON_TORCH:-1}" != 0 ]; then
+  echo "python-tests: installing torch and torch_geometric (DFGNN_PYTHON_TORCH=0 skips them)"
+  start=$SECONDS
+  "${pip[@]}" install "torch>=2.4" "torch_geometric>=2.8"
+  echo "python-tests: torch installed in $((SECONDS - start)) s"
+fi
 # pip install . as in the README; the build tools come from the venv (installed above) rather than a
 # fresh isolated environment, and the CMake build directory persists.
 echo "python-tests: pip install . (scikit-build-core: libdfgnn and the nanobind extension, Release)"
