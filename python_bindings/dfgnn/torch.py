@@ -147,15 +147,6 @@ class _NullContext:
         return False
 
 
-_FEATURE_SLOTS = ("h", "h_dst", "q", "k", "v")
-
-
-def _no_nodes(g, inputs):
-    """A graph without nodes and features without rows: nothing to compute (the C API would see
-    the empty arrays' null pointers)."""
-    return g.num_nodes == 0 and all(v.shape[0] == 0 for k, v in inputs.items() if k in _FEATURE_SLOTS)
-
-
 def _run_forward(g, model, inputs, params, schedule):
     """inputs: dict slot -> detached contiguous tensors. Returns (out, lse)."""
     _check_graph(g)
@@ -170,8 +161,6 @@ def _run_forward(g, model, inputs, params, schedule):
         op = make_op(model, str(first.dtype), heads, dim, **params)
         out = torch.empty((n, heads, dim), dtype=first.dtype, device=first.device)
         lse = torch.empty((n, heads), dtype=torch.float32, device=first.device)
-        if _no_nodes(g, inputs):
-            return out, lse
         with torch.cuda.device(first.device):
             ws = _workspace(ctx, g, op, Direction.FORWARD, schedule, first.device)
             stream = torch.cuda.current_stream(first.device).cuda_stream
@@ -185,8 +174,6 @@ def _run_forward(g, model, inputs, params, schedule):
     op = make_op(model, "float64", heads, dim, **params)
     out = torch.empty((n, heads, dim), dtype=torch.float64)
     lse = torch.empty((n, heads), dtype=torch.float64)
-    if _no_nodes(g, inputs):
-        return out, lse
     _dfgnn.reference_forward(g._h, op, _dls(inputs), _dl(out), _dl(lse))
     return out, lse
 
@@ -198,8 +185,6 @@ def _run_backward(g, model, inputs, out, lse, grad_out, params, schedule):
     out, lse = out.detach(), lse.detach()
     grad_out = grad_out.detach().to(out.dtype).contiguous().view(out.shape)
     grads = {k: torch.empty_like(v) for k, v in inputs.items()}
-    if _no_nodes(g, inputs):
-        return {k: torch.zeros_like(v) for k, v in inputs.items()}
     if first.is_cuda:
         op = make_op(model, str(first.dtype), heads, dim, **params)
         ctx = _dfgnn.default_context()
@@ -520,8 +505,8 @@ def _call(model, g, tensors, add_self_loops, negative_slope=0.2, scale=None, det
             and not isinstance(dropout_seed, torch.SymInt)):
         if not isinstance(g, Graph):
             g = graph(g, tensors[0].shape[0], add_self_loops=add_self_loops)
-        options = {"gat": (float(negative_slope),), "gatv2": (float(negative_slope),),
-                   "transformer": (None if scale is None else float(scale),), "agnn": ()}[model]
+        options = (() if model == "agnn" else (None if scale is None else float(scale),) if model == "transformer"
+                   else (float(negative_slope),))
         return _FUNCTIONS[model].apply(g, *tensors, *options, bool(deterministic), schedule, dropout, dropout_seed)
     held, spec = _graph_spec(g, add_self_loops, tensors[0].shape[0])
     out, _lse = OPS[model](*tensors, *spec, float(negative_slope), None if scale is None else float(scale),

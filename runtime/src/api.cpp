@@ -318,7 +318,7 @@ dfgnn_status_t dfgnnReferenceForward(dfgnn_graph_t graph, const dfgnn_op_t* op, 
     const Graph& g = graph_of(graph);
     check_reference_op(g, op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
-    validate_slots(*op, slots_of(*inputs), "inputs");
+    validate_slots(*op, slots_of(*inputs), "inputs", g.num_nodes());
     if (out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
     reference_forward(g, *op, *inputs, out, lse);
   });
@@ -331,8 +331,8 @@ dfgnn_status_t dfgnnReferenceBackward(dfgnn_graph_t graph, const dfgnn_op_t* op,
     check_reference_op(g, op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
     if (grads == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "grads is null");
-    validate_slots(*op, slots_of(*inputs), "inputs");
-    validate_slots(*op, reinterpret_cast<const void* const*>(grads), "grads");
+    validate_slots(*op, slots_of(*inputs), "inputs", g.num_nodes());
+    validate_slots(*op, reinterpret_cast<const void* const*>(grads), "grads", g.num_nodes());
     if (grad_out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "grad_out is null");
     reference_backward(g, *op, *inputs, grad_out, *grads);
   });
@@ -372,7 +372,7 @@ dfgnn_status_t dfgnnForward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
-    validate_slots(o, slots_of(*inputs), "inputs");
+    validate_slots(o, slots_of(*inputs), "inputs", g.num_nodes());
     forward(c, g, o, *inputs, out, lse, launch_args(launch));
   });
 }
@@ -386,8 +386,8 @@ dfgnn_status_t dfgnnBackward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfg
     const dfgnn_op_t& o = op_of(op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
     if (grads == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "grads is null");
-    validate_slots(o, slots_of(*inputs), "inputs");
-    validate_slots(o, reinterpret_cast<const void* const*>(grads), "grads");
+    validate_slots(o, slots_of(*inputs), "inputs", g.num_nodes());
+    validate_slots(o, reinterpret_cast<const void* const*>(grads), "grads", g.num_nodes());
     backward(c, g, o, *inputs, out, lse, grad_out, *grads, launch_args(launch));
   });
 }

@@ -72,11 +72,13 @@ uint32_t dropout_threshold(const dfgnn_op_t& op) {
 
 float dropout_scale(const dfgnn_op_t& op) { return 1.0f / (1.0f - op.dropout); }
 
-void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what) {
+void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what, int64_t num_nodes) {
   const uint32_t needed = model_slots(op.model);
+  // Without nodes the [N, H, D] arrays are empty, and an empty array may be null (as out is).
+  const uint32_t may_be_null = num_nodes == 0 ? kSlotH | kSlotHDst | kSlotQ | kSlotK | kSlotV : 0u;
   for (int s = 0; s < 8; ++s) {
     const bool want = (needed >> s) & 1u;
-    if (want && slots[s] == nullptr)
+    if (want && slots[s] == nullptr && !((may_be_null >> s) & 1u))
       fail(DFGNN_STATUS_NULL_POINTER, "{}.{} is null but {} needs it", what, kSlotNames[s], model_name(op.model));
     if (!want && slots[s] != nullptr)
       fail(DFGNN_STATUS_INVALID_ARGUMENT, "{}.{} is set but {} does not use it (leave it null)", what, kSlotNames[s],

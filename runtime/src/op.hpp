@@ -28,8 +28,9 @@ size_t dtype_size(dfgnn_dtype_t dtype);
 
 // Validates enum values and dims (H >= 1, D >= 1, N*H*D representable). Throws INVALID_ARGUMENT.
 void validate_op(const dfgnn_op_t& op, int64_t num_nodes);
-// Required slots non-null, others null. 'what' names the struct in messages ("inputs", "grads").
-void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what);
+// Required slots non-null (node-sized ones may be null when num_nodes is 0), others null. 'what'
+// names the struct in messages ("inputs", "grads").
+void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what, int64_t num_nodes);
 // Score scale actually used (Transformer: op.scale or 1/sqrt(D)).
 double effective_scale(const dfgnn_op_t& op);
 // Dropout mask parameters of the kernels and the reference (params.cuh, dropout_factor): the

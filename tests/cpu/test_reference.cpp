@@ -344,6 +344,28 @@ TEST(ReferenceTiny, EmptyGraph) {
   EXPECT_EQ(grad_beta, 0.0);
 }
 
+// No nodes: the empty [N, H, D] arrays may be null too (as an empty tensor's data pointer is);
+// parameter gradients are written (zero).
+TEST(ReferenceTiny, EmptyGraphTakesNullFeatures) {
+  auto ctx = make_context();
+  auto g = graph_from_edges(ctx.get(), 0, {}, {});
+  const dfgnn_op_t op = dfgnnOpDefault(kGat, DFGNN_DTYPE_FLOAT64, 2, 3);
+  const std::vector<double> att(6, 0.5);
+  std::vector<double> grad_src(6, kNaN), grad_dst(6, kNaN);
+  dfgnn_inputs_t in{};
+  in.att_src = att.data();
+  in.att_dst = att.data();
+  dfgnn_grads_t grads{};
+  grads.att_src = grad_src.data();
+  grads.att_dst = grad_dst.data();
+  DFGNN_ASSERT_OK(dfgnnReferenceForward(g.get(), &op, &in, nullptr, nullptr));
+  DFGNN_ASSERT_OK(dfgnnReferenceBackward(g.get(), &op, &in, nullptr, &grads));
+  EXPECT_EQ(grad_src, std::vector<double>(6, 0.0));
+  EXPECT_EQ(grad_dst, std::vector<double>(6, 0.0));
+  in.att_dst = nullptr;  // parameters are never empty: still required
+  EXPECT_EQ(dfgnnReferenceForward(g.get(), &op, &in, nullptr, nullptr), DFGNN_STATUS_NULL_POINTER);
+}
+
 // At the LeakyReLU kink (z = 0 exactly) the derivative is the slope, as in PyTorch. Graph
 // 1 -> 0, 2 -> 0 with D = 1: z_01 = 0 and z_02 = 3 for both GAT and GATv2 below, grad_out_0 = 1.
 TEST(ReferenceTiny, LeakyReluKinkUsesSlope) {

@@ -257,7 +257,8 @@ typedef struct dfgnn_op {
 DFGNN_API dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim);
 
 /* Inputs of an op; a model reads only the fields listed for it and requires those to be non-null
- * (a field it does not read must be null, so mixed-up arguments are caught).
+ * (a field it does not read must be null, so mixed-up arguments are caught). On a graph without
+ * nodes the [N,H,D] arrays are empty and may be null.
  *   GAT:          h [N,H,D], att_src [H,D], att_dst [H,D]
  *   GATv2:        h [N,H,D] (source side, also aggregated), h_dst [N,H,D], att_src [H,D] (= att)
  *   Transformer:  q, k, v [N,H,D]
