@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Python side of dfgnn on a GPU machine, in one call: installs the package, runs the Python tests,
-# the Cora training example, the training and inference benchmarks, and the DDP example (when 2 GPUs
-# are visible), writing every log and result under OUTDIR. Each step has a time limit, and the steps
-# share a total budget (default 360 s) so the whole script ends in about six minutes on an H200;
-# a step that would start with less than 15 s left is skipped and reported.
+# the Cora training example, the training, attention-memory and inference benchmarks, and the DDP
+# example (when 2 GPUs are visible), writing every log and result under OUTDIR. Each step has a time
+# limit, and the steps share a total budget (default 360 s) so the whole script ends in about six
+# minutes on an H200; a step that would start with less than 15 s left is skipped and reported.
 #
 # Usage: bench/run-python-gpu.sh OUTDIR [DATASETS_DIR=.bench-data]
 # Environment:
@@ -14,7 +14,7 @@
 #   DFGNN_WHEELS   wheel directory for the build requirements scikit-build-core and nanobind when the
 #                  interpreter lacks them (default .whl); installed with --no-index
 #   BUDGET         total seconds (360); per-step limits: T_INSTALL (150), T_PYTEST (150), T_CORA (45),
-#                  T_TRAIN (120), T_INFER (30), T_OVERHEAD (40), T_DDP (90)
+#                  T_TRAIN (120), T_MEMORY (90), T_INFER (30), T_OVERHEAD (40), T_DDP (90)
 #   SKIP_INSTALL   set: use the dfgnn already importable (e.g. a second run on a warm machine)
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
@@ -119,6 +119,9 @@ mkdir -p "$out/bench"
 run train_bench "${T_TRAIN:-120}" "$out/bench/train.log" \
   "$py" bench/train_bench.py --what train --out "$out/bench" --datasets "$datasets"
 grep -E "^\|" "$out/bench/train.md" 2>/dev/null
+run attention_memory "${T_MEMORY:-90}" "$out/bench/attention_memory.log" \
+  "$py" bench/attention_memory.py --json "$out/attention_memory.json"
+grep -E "^\|" "$out/bench/attention_memory.log" 2>/dev/null
 run inference_bench "${T_INFER:-30}" "$out/bench/inference.log" \
   "$py" bench/train_bench.py --what inference --out "$out/bench" --datasets "$datasets"
 grep -E "^\|" "$out/bench/inference.md" 2>/dev/null
