@@ -84,8 +84,9 @@ std::string pass_text(int32_t p) {
 }
 
 std::string op_text(const OpKey& op) {
-  return fmt::format("{}/{}/H{}/D{}/{}/vec{}", model_text(op.model), dtype_text(op.dtype), op.heads, op.dim,
-                     pass_text(op.direction), op.variant);
+  return fmt::format("{}/{}/H{}/D{}/{}/vec{}{}", model_text(op.model), dtype_text(op.dtype), op.heads, op.dim,
+                     pass_text(op.direction), op.variant % dfgnn::kEdgeVariant,
+                     op.variant >= dfgnn::kEdgeVariant ? "/edge" : "");
 }
 
 std::string ms(double x) { return std::isfinite(x) && x > 0 ? fmt::format("{:.4f}", x) : "-"; }
@@ -219,9 +220,10 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
       fmt::print("    gpu            {} (sm_{}, {} SMs), driver {}, nvrtc {}\n", e.gpu_name, e.compute_capability,
                  e.sm_count, e.driver_version, e.nvrtc_version);
       fmt::print("  build stamp      library {}, template hash {}\n", r.library_version, r.template_hash);
-      fmt::print("  op               {} (model {}, dtype {}, heads {}, dim {}, pass {}, vector limit {})\n",
+      fmt::print("  op               {} (model {}, dtype {}, heads {}, dim {}, pass {}, vector limit {}, edge features {})\n",
                  op_text(r.op), model_text(r.op.model), dtype_text(r.op.dtype), r.op.heads, r.op.dim,
-                 pass_text(r.op.direction), r.op.variant);
+                 pass_text(r.op.direction), r.op.variant % dfgnn::kEdgeVariant,
+                 r.op.variant >= dfgnn::kEdgeVariant ? "yes" : "no");
       const dfgnn_fingerprint_t& fp = r.fingerprint;
       fmt::print("  fingerprint      {} (bucket {})\n", r.fingerprint_hash, r.bucket_key.empty() ? "-" : r.bucket_key);
       fmt::print("    graph          {} nodes, {} edges, mean in-degree {:.2f}, max {}, p50 {} p90 {} p99 {} p99.9 {}, "

@@ -16,6 +16,10 @@ MODEL_INPUTS = {
     "agnn": ("h", "beta"),
 }
 FEATURE_INPUTS = ("h", "h_dst", "q", "k", "v")
+#: Models that take the optional ``edge`` input (PyG's edge_dim): GAT a [E, H] logit term per edge
+#: (float32; float64 for reference ops), GATv2 and Transformer [E, H, D] features (feature dtype),
+#: one row per edge id (``Graph.edge_id`` order). Giving it sets ``Op.edge_features``.
+EDGE_MODELS = ("gat", "gatv2", "transformer")
 
 _MODEL_NAMES = {"gat": Model.GAT, "gatv2": Model.GATV2, "transformer": Model.TRANSFORMER, "agnn": Model.AGNN,
                 "graph_transformer": Model.TRANSFORMER}
@@ -104,14 +108,16 @@ def check_dropout_seed(seed, limit=_SEED_LIMIT, limit_text="2**64"):
 
 
 def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None,
-            dropout=0.0, dropout_seed=0):
+            dropout=0.0, dropout_seed=0, edge_features=False):
     """A :class:`dfgnn.Op` with PyG's defaults (slope 0.2, scale 1/sqrt(D), deterministic, no
     dropout), overridden where given. ``scale=None`` keeps 1/sqrt(D).
 
     ``dropout``: attention dropout probability in [0, 1): each (edge, head) weight is dropped with
     that probability and the kept ones are scaled by 1 / (1 - dropout); the softmax normaliser (and
     lse) are unchanged. The mask is a hash of (``dropout_seed``, edge CSR position, head), an int in
-    [0, 2**64): the backward must get the forward's dropout and seed."""
+    [0, 2**64): the backward must get the forward's dropout and seed.
+
+    ``edge_features``: the op takes the ``edge`` input (see ``EDGE_MODELS``); not for AGNN."""
     heads, dim = int(heads), int(dim)
     if heads < 1 or dim < 1:
         raise invalid_argument(f"heads and dim must be >= 1, got heads={heads}, dim={dim}")
@@ -130,6 +136,10 @@ def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scal
             raise invalid_argument(f"dropout must be a probability in [0, 1), got {dropout!r}, which is 1 as the "
                                    "float the op holds")
         op.dropout_seed = dropout_seed
+    if edge_features:
+        if op.model == Model.AGNN:
+            raise invalid_argument("agnn takes no edge features (PyG's AGNNConv has no edge_dim)")
+        op.edge_features = 1
     return op
 
 
@@ -146,10 +156,12 @@ def check_input_names(model, inputs, what="inputs"):
     if not isinstance(inputs, dict):
         raise invalid_argument(f"{what} must be a dict {{name: array}}, got {type(inputs).__name__}", kind="type")
     wanted = MODEL_INPUTS[name]
+    optional = ("edge",) if name in EDGE_MODELS else ()
     keys = ["att_src" if (name == "gatv2" and k == "att") else k for k in inputs]
     for k in keys:
-        if k not in wanted:
-            raise invalid_argument(f"{what} has {k!r}, but {name} takes {', '.join(wanted)}")
+        if k not in wanted and k not in optional:
+            takes = ", ".join(wanted + tuple(f"{o} (optional)" for o in optional))
+            raise invalid_argument(f"{what} has {k!r}, but {name} takes {takes}")
     for k in wanted:
         if k not in keys:
             raise invalid_argument(f"{what} lacks {k!r}: {name} takes {', '.join(wanted)}")

@@ -10,7 +10,7 @@ def _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropo
     name = check_input_names(model, inputs)
     heads, dim = infer_heads_dim(name, inputs, heads, dim)
     return make_op(name, "float64", heads, dim, negative_slope=negative_slope, scale=scale, dropout=dropout,
-                   dropout_seed=dropout_seed)
+                   dropout_seed=dropout_seed, edge_features="edge" in inputs)
 
 
 def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_slope=0.2, scale=None, dropout=0.0,
@@ -24,6 +24,10 @@ def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_sl
     - gatv2: ``h`` [N, H, D] (source side, aggregated), ``h_dst`` [N, H, D], ``att_src`` (or ``att``) [H, D]
     - transformer: ``q``, ``k``, ``v`` [N, H, D]
     - agnn: ``h`` [N, H, D], ``beta`` [1]
+    - optional ``edge`` (gat, gatv2, transformer; PyG's edge_dim), one row per edge id
+      (``graph.edge_id`` order): gat [E, H], a term added to the logit inside the LeakyReLU;
+      gatv2 [E, H, D], added to h_dst_i + h_j inside the LeakyReLU; transformer [E, H, D], added to
+      the key and to the value of every edge
 
     Features may also be [N, H*D] with ``heads`` given, attention vectors [1, H, D] or [H*D].
     ``negative_slope`` (GAT, GATv2) and ``scale`` (Transformer; None = 1/sqrt(D)) as in PyG.

@@ -68,7 +68,8 @@ def _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, dete
     info = _bind_device(graph, first, f"inputs[{next(k for k in MODEL_INPUTS[name] if k in inputs)!r}]")
     heads, dim = infer_heads_dim(name, inputs, heads, dim)
     o = make_op(name, dtype if dtype is not None else info["dtype"], heads, dim, negative_slope=negative_slope,
-                scale=scale, deterministic=deterministic, dropout=dropout, dropout_seed=dropout_seed)
+                scale=scale, deterministic=deterministic, dropout=dropout, dropout_seed=dropout_seed,
+                edge_features="edge" in inputs)
     return o, info
 
 

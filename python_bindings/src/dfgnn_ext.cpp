@@ -472,8 +472,10 @@ std::string text_of(F&& call, const char* function) {
 
 // ---------------------------------------------------------------- ops
 
-constexpr std::array<const char*, 8> kSlots = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta"};
-constexpr int kFeatureSlots = 5;  // h, h_dst, q, k, v hold [N, H, D] features; the rest are parameters
+constexpr int kNumSlots = 9;
+constexpr std::array<const char*, kNumSlots> kSlots = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
+constexpr int kFeatureSlots = 5;  // h, h_dst, q, k, v hold [N, H, D] features; then parameters; then edge
+constexpr int kBetaSlot = 7, kEdgeSlot = 8;
 
 const char* model_name(dfgnn_model_t m) {
   switch (m) {
@@ -495,14 +497,21 @@ std::vector<int> model_slots(dfgnn_model_t m) {
   fail_arg("op", "value", "op.model " + std::to_string(static_cast<int>(m)) + " is not a dfgnn model");
 }
 
-std::string slot_list(dfgnn_model_t m) {
+// The op's slots: its model's, plus edge with op.edge_features.
+std::vector<int> op_slots(const dfgnn_op_t& op) {
+  std::vector<int> slots = model_slots(op.model);
+  if (op.edge_features) slots.push_back(kEdgeSlot);
+  return slots;
+}
+
+std::string slot_list(const dfgnn_op_t& op) {
   std::string s;
-  for (int i : model_slots(m)) s += std::string(s.empty() ? "" : ", ") + kSlots[i];
+  for (int i : op_slots(op)) s += std::string(s.empty() ? "" : ", ") + kSlots[i];
   return s;
 }
 
 int slot_index(dfgnn_model_t m, const std::string& key) {
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < kNumSlots; ++i)
     if (key == kSlots[i]) return i;
   if (m == DFGNN_MODEL_GATV2 && key == "att") return 5;  // GATv2's single attention vector
   return -1;
@@ -511,7 +520,7 @@ int slot_index(dfgnn_model_t m, const std::string& key) {
 struct OpCall {
   const char* function;
   dfgnn_op_t op;
-  int64_t n;
+  int64_t n, e;  // nodes, edges
   bool device;  // GPU op (CUDA arrays, op dtype) or reference op (host float64)
   Placement where;
   std::vector<InArray> keep_in;
@@ -546,7 +555,7 @@ struct OpCall {
   template <typename A>
   void check_param(const A& a, int slot, const std::string& name) {
     const int64_t h = op.heads, d = op.dim;
-    if (slot == 7) {
+    if (slot == kBetaSlot) {
       if (a.size() != 1) fail_arg(function, "shape", name + " must have one element, got shape " + shape_str(a));
     } else {
       const bool ok = (a.ndim() == 2 && (int64_t)a.shape(0) == h && (int64_t)a.shape(1) == d) ||
@@ -561,28 +570,53 @@ struct OpCall {
     require_placement(a, function, name, where);
   }
 
+  // edge: GAT [E, H] logit terms (float32 like the attention vectors; float64 for reference ops),
+  // GATv2 / Transformer [E, H, D] (or [E, H*D]) features in the op's dtype.
+  template <typename A>
+  void check_edge(const A& a, const std::string& name) {
+    const bool gat = op.model == DFGNN_MODEL_GAT;
+    const int64_t h = op.heads, w = gat ? 1 : op.dim;
+    const bool ok = (a.ndim() == 3 && (int64_t)a.shape(0) == e && (int64_t)a.shape(1) == h && (int64_t)a.shape(2) == w) ||
+                    (a.ndim() == 2 && (int64_t)a.shape(0) == e && (int64_t)a.shape(1) == h * w);
+    if (!ok)
+      fail_arg(function, "shape", name + " must have shape " +
+                                      (gat ? "[E, H] = [" + std::to_string(e) + ", " + std::to_string(h) + "]"
+                                           : "[E, H, D] = [" + std::to_string(e) + ", " + std::to_string(h) + ", " +
+                                                 std::to_string(w) + "] (or [E, H*D])") +
+                                      ", got " + shape_str(a) +
+                                      (a.ndim() >= 1 && (int64_t)a.shape(0) != e
+                                           ? " (the graph has " + std::to_string(e) + " edges)"
+                                           : ""));
+    if (gat) require_dtype(a, param_dtype(), function, name, param_why());
+    else require_dtype(a, feature_dtype(), function, name, feature_why());
+    require_contiguous(a, function, name);
+    require_placement(a, function, name, where);
+  }
+
   template <typename A>
   void check_slot(const A& a, int slot, const std::string& name) {
     if (slot < kFeatureSlots) check_features(a, name);
+    else if (slot == kEdgeSlot) check_edge(a, name);
     else check_param(a, slot, name);
   }
 
-  // Reads {name: array} into the 8 slots of dfgnn_inputs_t / dfgnn_grads_t order.
+  // Reads {name: array} into the slots of dfgnn_inputs_t / dfgnn_grads_t order.
   template <typename A>
-  std::array<void*, 8> slots(nb::handle mapping, const char* what) {
+  std::array<void*, kNumSlots> slots(nb::handle mapping, const char* what) {
     if (!nb::isinstance<nb::dict>(mapping))
       fail_arg(function, "type", std::string(what) + " must be a dict {name: array}, got " + py_type_name(mapping));
     nb::dict d = nb::borrow<nb::dict>(mapping);
-    std::array<void*, 8> ptrs{};
-    std::array<bool, 8> seen{};
+    std::array<void*, kNumSlots> ptrs{};
+    std::array<bool, kNumSlots> seen{};
     for (auto [k, v] : d) {
       if (!nb::isinstance<nb::str>(k)) fail_arg(function, "type", std::string(what) + " keys must be strings");
       const std::string key = nb::cast<std::string>(k);
       const int slot = slot_index(op.model, key);
-      const auto wanted = model_slots(op.model);
+      const auto wanted = op_slots(op);
       if (slot < 0 || std::find(wanted.begin(), wanted.end(), slot) == wanted.end())
         fail_arg(function, "value", std::string(what) + " has '" + key + "', but " + model_name(op.model) +
-                                        " takes " + slot_list(op.model));
+                                        " takes " + slot_list(op) +
+                                        (slot == kEdgeSlot ? " (op.edge_features is not set)" : ""));
       if (seen[slot]) fail_arg(function, "value", std::string(what) + " gives '" + kSlots[slot] + "' twice");
       seen[slot] = true;
       const std::string name = std::string(what) + "['" + key + "']";
@@ -592,10 +626,10 @@ struct OpCall {
       if constexpr (std::is_same_v<A, InArray>) keep_in.push_back(std::move(a));
       else keep_out.push_back(std::move(a));
     }
-    for (int slot : model_slots(op.model))
+    for (int slot : op_slots(op))
       if (!seen[slot])
         fail_arg(function, "value", std::string(what) + " lacks '" + kSlots[slot] + "': " + model_name(op.model) +
-                                        " takes " + slot_list(op.model));
+                                        " takes " + slot_list(op));
     return ptrs;
   }
 
@@ -627,8 +661,10 @@ struct OpCall {
   }
 
   OpCall(const char* fn, const Graph& g, const dfgnn_op_t& o, bool dev) : function(fn), op(o), device(dev) {
-    n = g.size().first;
+    std::tie(n, e) = g.size();
     where.device = dev;
+    if (op.edge_features && op.model == DFGNN_MODEL_AGNN)
+      fail_arg(fn, "value", "op.edge_features is set but agnn takes no edge features");
     if (op.heads < 1 || op.dim < 1)
       fail_arg(fn, "value", "op.heads and op.dim must be >= 1, got heads = " + std::to_string(op.heads) +
                                 ", dim = " + std::to_string(op.dim));
@@ -639,17 +675,17 @@ struct OpCall {
   }
 };
 
-dfgnn_inputs_t to_inputs(const std::array<void*, 8>& p) {
+dfgnn_inputs_t to_inputs(const std::array<void*, kNumSlots>& p) {
   dfgnn_inputs_t in{};
   in.h = p[0]; in.h_dst = p[1]; in.q = p[2]; in.k = p[3]; in.v = p[4];
-  in.att_src = p[5]; in.att_dst = p[6]; in.beta = p[7];
+  in.att_src = p[5]; in.att_dst = p[6]; in.beta = p[7]; in.edge = p[8];
   return in;
 }
 
-dfgnn_grads_t to_grads(const std::array<void*, 8>& p) {
+dfgnn_grads_t to_grads(const std::array<void*, kNumSlots>& p) {
   dfgnn_grads_t g{};
   g.h = p[0]; g.h_dst = p[1]; g.q = p[2]; g.k = p[3]; g.v = p[4];
-  g.att_src = p[5]; g.att_dst = p[6]; g.beta = p[7];
+  g.att_src = p[5]; g.att_dst = p[6]; g.beta = p[7]; g.edge = p[8];
   return g;
 }
 
@@ -799,12 +835,16 @@ NB_MODULE(_dfgnn, m) {
       .def_rw("deterministic", &dfgnn_op_t::deterministic)
       .def_rw("dropout", &dfgnn_op_t::dropout, "attention dropout probability in [0, 1)")
       .def_rw("dropout_seed", &dfgnn_op_t::dropout_seed, "seed of the dropout mask (the backward needs the forward's)")
+      .def_rw("edge_features", &dfgnn_op_t::edge_features,
+              "1: the op takes inputs['edge'] indexed by edge id (GAT [E, H] float32 logit terms, GATv2 and "
+              "Transformer [E, H, D] features)")
       .def("__repr__", [](const dfgnn_op_t& o) {
         std::ostringstream s;
         s << "Op(model=" << model_name(o.model) << ", dtype=" << dtype_name(dl_dtype_of(o.dtype))
           << ", heads=" << o.heads << ", dim=" << o.dim << ", negative_slope=" << o.negative_slope
           << ", scale=" << o.scale << ", deterministic=" << o.deterministic;
         if (o.dropout > 0) s << ", dropout=" << o.dropout << ", dropout_seed=" << o.dropout_seed;
+        if (o.edge_features) s << ", edge_features=" << o.edge_features;
         s << ")";
         return s.str();
       });

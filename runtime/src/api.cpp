@@ -77,7 +77,7 @@ const void* const* slots_of(const dfgnn_inputs_t& in) { return reinterpret_cast<
 
 void check_reference_op(const Graph& graph, const dfgnn_op_t* op) {
   if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
-  validate_op(*op, graph.num_nodes());
+  validate_op(*op, graph.num_nodes(), graph.num_edges());
   if (op->dtype != DFGNN_DTYPE_FLOAT64)
     fail(DFGNN_STATUS_INVALID_ARGUMENT, "reference ops take float64 arrays: op.dtype must be DFGNN_DTYPE_FLOAT64 (got {})",
          dtype_name(op->dtype));
@@ -309,6 +309,7 @@ dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t head
   op.deterministic = 1;
   op.dropout = 0.0f;
   op.dropout_seed = 0;
+  op.edge_features = 0;
   return op;
 }
 
@@ -318,7 +319,7 @@ dfgnn_status_t dfgnnReferenceForward(dfgnn_graph_t graph, const dfgnn_op_t* op, 
     const Graph& g = graph_of(graph);
     check_reference_op(g, op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
-    validate_slots(*op, slots_of(*inputs), "inputs", g.num_nodes());
+    validate_slots(*op, slots_of(*inputs), "inputs", g.num_nodes(), g.num_edges());
     if (out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
     reference_forward(g, *op, *inputs, out, lse);
   });
@@ -331,8 +332,8 @@ dfgnn_status_t dfgnnReferenceBackward(dfgnn_graph_t graph, const dfgnn_op_t* op,
     check_reference_op(g, op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
     if (grads == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "grads is null");
-    validate_slots(*op, slots_of(*inputs), "inputs", g.num_nodes());
-    validate_slots(*op, reinterpret_cast<const void* const*>(grads), "grads", g.num_nodes());
+    validate_slots(*op, slots_of(*inputs), "inputs", g.num_nodes(), g.num_edges());
+    validate_slots(*op, reinterpret_cast<const void* const*>(grads), "grads", g.num_nodes(), g.num_edges());
     if (grad_out == nullptr && g.num_nodes() > 0) fail(DFGNN_STATUS_NULL_POINTER, "grad_out is null");
     reference_backward(g, *op, *inputs, grad_out, *grads);
   });
@@ -372,7 +373,7 @@ dfgnn_status_t dfgnnForward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
-    validate_slots(o, slots_of(*inputs), "inputs", g.num_nodes());
+    validate_slots(o, slots_of(*inputs), "inputs", g.num_nodes(), g.num_edges());
     forward(c, g, o, *inputs, out, lse, launch_args(launch));
   });
 }
@@ -386,8 +387,8 @@ dfgnn_status_t dfgnnBackward(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfg
     const dfgnn_op_t& o = op_of(op);
     if (inputs == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "inputs is null");
     if (grads == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "grads is null");
-    validate_slots(o, slots_of(*inputs), "inputs", g.num_nodes());
-    validate_slots(o, reinterpret_cast<const void* const*>(grads), "grads", g.num_nodes());
+    validate_slots(o, slots_of(*inputs), "inputs", g.num_nodes(), g.num_edges());
+    validate_slots(o, reinterpret_cast<const void* const*>(grads), "grads", g.num_nodes(), g.num_edges());
     backward(c, g, o, *inputs, out, lse, grad_out, *grads, launch_args(launch));
   });
 }
@@ -411,7 +412,7 @@ dfgnn_status_t dfgnnListSchedules(dfgnn_context_t ctx, dfgnn_graph_t graph, cons
     deref<dfgnn_context>(ctx, "ctx");
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
-    validate_op(o, g.num_nodes());
+    validate_op(o, g.num_nodes(), g.num_edges());
     if (pass < 0 || pass > 2) fail(DFGNN_STATUS_INVALID_ARGUMENT, "pass {} is not 0, 1 or 2", pass);
     std::string text;
     for (const Schedule& s : enumerate_schedules(pass_problem(g, o, static_cast<PassKind>(pass), any_alignment(o))))
@@ -431,7 +432,7 @@ dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
       s = choose_schedules(c, graph_of(graph), o, direction, schedule, any_alignment(o));
     } else {
       if (schedule == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "dfgnnCompile needs a graph or a schedule");
-      validate_op(o, 0);
+      validate_op(o, 0, 0);
       const std::string text(schedule);
       const size_t bar = text.find('|');
       s.row = parse_schedule(text.substr(0, bar));

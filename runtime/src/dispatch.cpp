@@ -53,9 +53,10 @@ PassProblem problem_of_row(const db::TuningResult& row) {
   PassProblem p;
   p.op = dfgnnOpDefault(static_cast<dfgnn_model_t>(row.op.model), static_cast<dfgnn_dtype_t>(row.op.dtype),
                         row.op.heads, row.op.dim);
+  p.op.edge_features = row.op.variant / kEdgeVariant;
   p.pass = static_cast<PassKind>(row.op.direction);
   p.fingerprint = &row.fingerprint;
-  p.max_vec = row.op.variant;
+  p.max_vec = row.op.variant % kEdgeVariant;
   return p;
 }
 
@@ -90,16 +91,18 @@ db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
   k.heads = op.heads;
   k.dim = op.dim;
   k.direction = static_cast<int32_t>(pass);
-  k.variant = max_vec;
+  k.variant = max_vec + (op.edge_features ? kEdgeVariant : 0);
   return k;
 }
 
 std::string row_problem(const db::TuningResult& row) {
   try {
     if (row.op.direction < 0 || row.op.direction > 2) return fmt::format("pass {} is unknown", row.op.direction);
-    if (row.op.variant < 1 || row.op.variant > 8) return fmt::format("vector limit {} is out of range", row.op.variant);
+    const int32_t max_vec = row.op.variant % kEdgeVariant, edge = row.op.variant / kEdgeVariant;
+    if (row.op.variant < 0 || max_vec < 1 || max_vec > 8 || edge > 1)
+      return fmt::format("variant {} is not a vector limit 1..8 plus {} for edge features", row.op.variant, kEdgeVariant);
     const PassProblem problem = problem_of_row(row);
-    validate_op(problem.op, row.fingerprint.num_nodes);
+    validate_op(problem.op, row.fingerprint.num_nodes, row.fingerprint.num_edges);
     const Schedule s = parse_schedule(row.schedule);
     if (static_cast<int32_t>(s.solver) != row.solver_id)
       return fmt::format("solver id {} does not match schedule '{}'", row.solver_id, row.schedule);
@@ -301,8 +304,9 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
 }
 
 Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
-  const std::string key = fmt::format("{}:{}:{}:{}:{}:{}:{}", graph.id(), static_cast<int>(op.model),
-                                      static_cast<int>(op.dtype), op.heads, op.dim, static_cast<int>(pass), max_vec);
+  const std::string key = fmt::format("{}:{}:{}:{}:{}:{}:{}:{}", graph.id(), static_cast<int>(op.model),
+                                      static_cast<int>(op.dtype), op.heads, op.dim, static_cast<int>(pass), max_vec,
+                                      op.edge_features);
   {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(key);

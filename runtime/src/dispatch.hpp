@@ -53,7 +53,9 @@ std::shared_ptr<TuningHook> tuning_hook();
 
 enum class TuneMode { Off = 0, OnMiss = 1 };
 
-// The database key of a pass: the vector-width limit is part of it (it changes validity).
+// The database key of a pass: OpKey::variant = the vector-width limit (it changes validity), plus
+// kEdgeVariant for ops with edge features (other kernels, other winners).
+constexpr int32_t kEdgeVariant = 16;
 db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 // Checks a database row against the problem it would serve: "" if usable, else the reason.
 std::string row_problem(const db::TuningResult& row);

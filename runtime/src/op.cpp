@@ -9,9 +9,7 @@
 
 namespace dfgnn {
 
-namespace {
-constexpr const char* kSlotNames[8] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta"};
-}
+const char* const kSlotNames[kNumSlots] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
 
 uint32_t model_slots(dfgnn_model_t model) {
   switch (model) {
@@ -22,6 +20,10 @@ uint32_t model_slots(dfgnn_model_t model) {
   }
   fail(DFGNN_STATUS_INVALID_ARGUMENT, "model {} is not a dfgnn_model_t value", static_cast<int>(model));
 }
+
+uint32_t op_slots(const dfgnn_op_t& op) { return model_slots(op.model) | (op.edge_features ? kSlotEdge : 0u); }
+
+int64_t edge_width(const dfgnn_op_t& op) { return op.model == DFGNN_MODEL_GAT ? 1 : op.dim; }
 
 const char* model_name(dfgnn_model_t model) {
   switch (model) {
@@ -53,14 +55,20 @@ size_t dtype_size(dfgnn_dtype_t dtype) {
   fail(DFGNN_STATUS_INVALID_ARGUMENT, "dtype {} is not a dfgnn_dtype_t value", static_cast<int>(dtype));
 }
 
-void validate_op(const dfgnn_op_t& op, int64_t num_nodes) {
+void validate_op(const dfgnn_op_t& op, int64_t num_nodes, int64_t num_edges) {
   model_slots(op.model);
   dtype_size(op.dtype);
   require(op.heads >= 1, "op.heads must be >= 1 (got {})", op.heads);
   require(op.dim >= 1, "op.dim must be >= 1 (got {})", op.dim);
-  const double elements = static_cast<double>(num_nodes) * op.heads * op.dim;
-  require(elements < static_cast<double>(std::numeric_limits<int64_t>::max() / 8),
-          "N*H*D = {}*{}*{} is too large", num_nodes, op.heads, op.dim);
+  constexpr double kMaxElements = static_cast<double>(std::numeric_limits<int64_t>::max() / 8);
+  require(static_cast<double>(num_nodes) * op.heads * op.dim < kMaxElements, "N*H*D = {}*{}*{} is too large",
+          num_nodes, op.heads, op.dim);
+  require(op.edge_features == 0 || op.edge_features == 1, "op.edge_features must be 0 or 1 (got {})",
+          op.edge_features);
+  require(!op.edge_features || op.model != DFGNN_MODEL_AGNN,
+          "op.edge_features is set but agnn takes no edge features (PyG's AGNNConv has no edge_dim)");
+  require(!op.edge_features || static_cast<double>(num_edges) * op.heads * edge_width(op) < kMaxElements,
+          "E*H*D = {}*{}*{} edge features are too many", num_edges, op.heads, edge_width(op));
   require(std::isfinite(op.negative_slope), "op.negative_slope must be finite");
   require(std::isfinite(op.scale) && op.scale >= 0, "op.scale must be finite and >= 0 (0 = 1/sqrt(D))");
   require(op.dropout >= 0.f && op.dropout < 1.f, "op.dropout must be in [0, 1) (got {})", op.dropout);
@@ -72,17 +80,20 @@ uint32_t dropout_threshold(const dfgnn_op_t& op) {
 
 float dropout_scale(const dfgnn_op_t& op) { return 1.0f / (1.0f - op.dropout); }
 
-void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what, int64_t num_nodes) {
-  const uint32_t needed = model_slots(op.model);
-  // Without nodes the [N, H, D] arrays are empty, and an empty array may be null (as out is).
-  const uint32_t may_be_null = num_nodes == 0 ? kSlotH | kSlotHDst | kSlotQ | kSlotK | kSlotV : 0u;
-  for (int s = 0; s < 8; ++s) {
+void validate_slots(const dfgnn_op_t& op, const void* const slots[kNumSlots], const char* what, int64_t num_nodes,
+                    int64_t num_edges) {
+  const uint32_t needed = op_slots(op);
+  // Without nodes the [N, H, D] arrays are empty, and an empty array may be null (as out is);
+  // likewise the edge features without edges.
+  const uint32_t may_be_null =
+      (num_nodes == 0 ? kSlotH | kSlotHDst | kSlotQ | kSlotK | kSlotV : 0u) | (num_edges == 0 ? kSlotEdge : 0u);
+  for (int s = 0; s < kNumSlots; ++s) {
     const bool want = (needed >> s) & 1u;
     if (want && slots[s] == nullptr && !((may_be_null >> s) & 1u))
       fail(DFGNN_STATUS_NULL_POINTER, "{}.{} is null but {} needs it", what, kSlotNames[s], model_name(op.model));
     if (!want && slots[s] != nullptr)
-      fail(DFGNN_STATUS_INVALID_ARGUMENT, "{}.{} is set but {} does not use it (leave it null)", what, kSlotNames[s],
-           model_name(op.model));
+      fail(DFGNN_STATUS_INVALID_ARGUMENT, "{}.{} is set but {} does not use it (leave it null{})", what, kSlotNames[s],
+           model_name(op.model), s == 8 ? "; op.edge_features is 0" : "");
   }
 }
 

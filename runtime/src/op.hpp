@@ -18,19 +18,28 @@ enum Slot : uint32_t {
   kSlotAttSrc = 1u << 5,
   kSlotAttDst = 1u << 6,
   kSlotBeta = 1u << 7,
+  kSlotEdge = 1u << 8,
 };
+constexpr int kNumSlots = 9;
+extern const char* const kSlotNames[kNumSlots];
 
-// The slots a model reads (and whose gradients its backward writes).
+// The slots a model reads (and whose gradients its backward writes), without edge features.
 uint32_t model_slots(dfgnn_model_t model);
+// The slots an op reads: its model's, plus edge when op.edge_features is set.
+uint32_t op_slots(const dfgnn_op_t& op);
+// Floats per (edge, head) of inputs.edge: 1 for GAT (a logit term), D for GATv2 and Transformer.
+int64_t edge_width(const dfgnn_op_t& op);
 const char* model_name(dfgnn_model_t model);
 const char* dtype_name(dfgnn_dtype_t dtype);
 size_t dtype_size(dfgnn_dtype_t dtype);
 
-// Validates enum values and dims (H >= 1, D >= 1, N*H*D representable). Throws INVALID_ARGUMENT.
-void validate_op(const dfgnn_op_t& op, int64_t num_nodes);
-// Required slots non-null (node-sized ones may be null when num_nodes is 0), others null. 'what'
-// names the struct in messages ("inputs", "grads").
-void validate_slots(const dfgnn_op_t& op, const void* const slots[8], const char* what, int64_t num_nodes);
+// Validates enum values and dims (H >= 1, D >= 1, N*H*D and E*H*D representable), and that only
+// GAT, GATv2 and Transformer take edge features. Throws INVALID_ARGUMENT.
+void validate_op(const dfgnn_op_t& op, int64_t num_nodes, int64_t num_edges);
+// Required slots non-null (node-sized ones may be null when num_nodes is 0, edge when num_edges
+// is 0), others null. 'what' names the struct in messages ("inputs", "grads").
+void validate_slots(const dfgnn_op_t& op, const void* const slots[kNumSlots], const char* what, int64_t num_nodes,
+                    int64_t num_edges);
 // Score scale actually used (Transformer: op.scale or 1/sqrt(D)).
 double effective_scale(const dfgnn_op_t& op);
 // Dropout mask parameters of the kernels and the reference (params.cuh, dropout_factor): the

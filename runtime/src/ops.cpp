@@ -229,8 +229,9 @@ const Schedule& parse_checked(const PassProblem& problem, const std::string& tex
 
 void check_gpu_op(const Graph& g, const dfgnn_op_t* op) {
   if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
-  validate_op(*op, g.num_nodes());
+  validate_op(*op, g.num_nodes(), g.num_edges());
   element_type(op->dtype);
+  if (op->edge_features) fail(DFGNN_STATUS_NOT_SUPPORTED, "GPU ops with edge features are not built yet");
 }
 
 }  // namespace
@@ -322,6 +323,7 @@ std::shared_ptr<const Recipe> recipe_for(Context& ctx, const Graph& g, const dfg
   key.dtype = op.dtype;
   key.heads = op.heads;
   key.dim = op.dim;
+  key.edge_features = op.edge_features;
   key.direction = direction;
   key.max_vec = max_vec;
   cuda_check(cudaGetDevice(&key.device), "cudaGetDevice");

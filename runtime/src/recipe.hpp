@@ -24,7 +24,7 @@ class LoadedModule;
 struct RecipeKey {
   uint64_t context = 0;     // Context::serial
   uint64_t generation = 0;  // the dispatcher's: a database change or tuning retires old recipes
-  int32_t model = 0, dtype = 0, heads = 0, dim = 0, direction = 0, max_vec = 0, device = 0;
+  int32_t model = 0, dtype = 0, heads = 0, dim = 0, edge_features = 0, direction = 0, max_vec = 0, device = 0;
   std::string forced;       // the forced schedule text ("" = dispatch)
   bool operator==(const RecipeKey&) const = default;
 };

@@ -251,9 +251,17 @@ typedef struct dfgnn_op {
    * regenerates it from the same op (pass the forward's seed); nothing E-sized is stored. */
   float dropout;
   uint64_t dropout_seed;
+  /* Non-zero: edge features take part (PyG's edge_dim), given as inputs.edge, one row per edge id
+   * (the edge_id of dfgnnGraphGetCsr: input order, PyG's order after self-loop handling):
+   *   GAT:          a [E,H] float32 logit term:  e_ij = LeakyReLU(att_dst . h_i + att_src . h_j + edge_ij)
+   *   GATv2:        [E,H,D] features:            e_ij = att . LeakyReLU(h_dst_i + h_j + edge_ij)
+   *   Transformer:  [E,H,D] features:            e_ij = scale * q_i . (k_j + edge_ij),
+   *                                              out_i = sum_j alpha_ij (v_j + edge_ij)
+   * (the edge term of PyG's lin_edge / att_edge computed by the caller). AGNN has none. */
+  int32_t edge_features;
 } dfgnn_op_t;
 
-/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), deterministic, no dropout. */
+/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), deterministic, no dropout, no edge features. */
 DFGNN_API dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim);
 
 /* Inputs of an op; a model reads only the fields listed for it and requires those to be non-null
@@ -262,7 +270,8 @@ DFGNN_API dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, in
  *   GAT:          h [N,H,D], att_src [H,D], att_dst [H,D]
  *   GATv2:        h [N,H,D] (source side, also aggregated), h_dst [N,H,D], att_src [H,D] (= att)
  *   Transformer:  q, k, v [N,H,D]
- *   AGNN:         h [N,H,D], beta [1] */
+ *   AGNN:         h [N,H,D], beta [1]
+ * and, when op->edge_features is set, edge (see dfgnn_op_t; empty and may be null without edges). */
 typedef struct dfgnn_inputs {
   const void* h;
   const void* h_dst;
@@ -272,6 +281,7 @@ typedef struct dfgnn_inputs {
   const void* att_src;
   const void* att_dst;
   const void* beta;
+  const void* edge;
 } dfgnn_inputs_t;
 
 /* Gradients of the inputs, same shapes and null rules as dfgnn_inputs_t (written, not added to). */
@@ -284,6 +294,7 @@ typedef struct dfgnn_grads {
   void* att_src;
   void* att_dst;
   void* beta;
+  void* edge;
 } dfgnn_grads_t;
 
 /* ---------------------------------------------------------------- float64 reference ops (host) */
