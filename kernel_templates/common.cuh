@@ -39,10 +39,12 @@ __device__ __forceinline__ float leaky_grad(float z, float slope) { return z > 0
 // Problem geometry and thread mapping, all compile-time. A "group" of L lanes (4, 8, 16 or 32,
 // aligned inside a warp) owns one (node, head) slice of D channels; lane gl holds channels
 // d = (c*L + gl)*V + v for chunk c < C and vector slot v < V, i.e. R = C*V floats in registers.
-template <typename T_, int D_, int H_, int L_, int V_>
+// E: the op has edge features (Params::edge), compiled in so ops without them pay nothing.
+template <typename T_, int D_, int H_, int L_, int V_, bool E_>
 struct Geo {
   using T = T_;
   static constexpr int D = D_, H = H_, L = L_, V = V_;
+  static constexpr bool E = E_;
   static constexpr int C = (D + L * V - 1) / (L * V);
   static constexpr int R = C * V;
 };

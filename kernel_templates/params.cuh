@@ -64,6 +64,9 @@ struct Params {
   float slope;           // LeakyReLU negative slope
   float scale;           // Transformer score scale
   const int* eid;        // column pass: CSR position of each CSC entry (edge ids of the dropout mask)
+  const void* edge;      // edge features by edge id: GAT [E, H] float32 logit terms, else [E, H, D] in T
+  void* g_edge;          // backward: their gradient (the row pass writes each edge's once)
+  const int* edge_id;    // CSR position -> edge id (the row of edge)
   unsigned long long dropout_seed;
   unsigned dropout_threshold;  // 0: no dropout
   float dropout_scale;         // 1 / (1 - p)

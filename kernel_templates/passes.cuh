@@ -77,6 +77,17 @@ __device__ __forceinline__ void load_ids(const Params& p, int e0, int n, int (&j
   for (int u = 0; u < U; ++u) j[u] = p.idx[e0 + (u < n ? u : n - 1)];
 }
 
+// Edge ids (rows of the edge features) of a batch, invalid slots as in load_ids. The column pass
+// reaches them through the CSR position of its CSC entries.
+template <int U>
+__device__ __forceinline__ void load_edge_ids(const Params& p, int e0, int n, int (&e)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int pos = e0 + (u < n ? u : n - 1);
+    e[u] = p.edge_id[p.eid != nullptr ? p.eid[pos] : pos];
+  }
+}
+
 // Dropout factor of the edge at position `pos` of the traversed structure (1 without dropout).
 template <int H>
 __device__ __forceinline__ float dropout_at(const Params& p, int pos, int head) {
@@ -110,22 +121,26 @@ struct Forward {
     st.s[1] = 0.f;
   }
   __device__ static void consume(const Params& p, const Ctx& c, int e0, int n, int gl, unsigned mask, State& st) {
-    int j[U];
+    int j[U], edge[G::E ? U : 1];
     load_ids<U>(p, e0, n, j);
+    if constexpr (G::E) load_edge_ids<U>(p, e0, n, edge);
     float key[U][G::R];
     float val[M::kSeparateValue ? U : 1][G::R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       M::load_key(p, j[u], c.head, gl, key[u]);
       if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
+      if constexpr (G::E) M::edge_key(p, edge[u], c.head, gl, key[u], val[M::kSeparateValue ? u : 0]);
     }
     float part[U][M::S];
 #pragma unroll
     for (int u = 0; u < U; ++u) M::partials(p, c.row, key[u], part[u]);
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+    for (int u = 0; u < U; ++u) {
 #pragma unroll
       for (int s = 0; s < M::S; ++s) part[u][s] = group_sum<G::L>(part[u][s], mask);
+      if constexpr (G::E) M::edge_sums(p, edge[u], c.head, part[u]);
+    }
     float score[U];
     float m_new = st.s[0];
 #pragma unroll
@@ -198,14 +213,16 @@ struct BackwardRow {
   }
   __device__ static void init(State& st) { zero(st); }
   __device__ static void consume(const Params& p, const Ctx& c, int e0, int n, int gl, unsigned mask, State& st) {
-    int j[U];
+    int j[U], edge[G::E ? U : 1];
     load_ids<U>(p, e0, n, j);
+    if constexpr (G::E) load_edge_ids<U>(p, e0, n, edge);
     float key[U][G::R];
     float val[M::kSeparateValue ? U : 1][G::R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       M::load_key(p, j[u], c.head, gl, key[u]);
       if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
+      if constexpr (G::E) M::edge_key(p, edge[u], c.head, gl, key[u], val[M::kSeparateValue ? u : 0]);
     }
     float part[U][M::S + 1];  // score partials, then dp
 #pragma unroll
@@ -226,9 +243,12 @@ struct BackwardRow {
       float sums[M::S];
 #pragma unroll
       for (int s = 0; s < M::S; ++s) sums[s] = part[u][s];
+      if constexpr (G::E) M::edge_sums(p, edge[u], c.head, sums);
       const float prob = exp_fast(M::score(p, c.row, sums) - c.lse);
-      const float ds = prob * (part[u][M::S] * dropout_at<G::H>(p, e0 + u, c.head) - c.delta);
+      const float keep = dropout_at<G::H>(p, e0 + u, c.head);
+      const float ds = prob * (part[u][M::S] * keep - c.delta);
       Hooks::accumulate(p, c.row, key[u], sums, ds, st);
+      if constexpr (G::E) Hooks::edge_grad(p, c.row, key[u], sums, c.dout, prob * keep, ds, edge[u], c.head, gl);
     }
   }
   __device__ static void merge(State& a, const State& b) { add(a, b); }
@@ -248,7 +268,7 @@ struct BackwardCol {
   using Col = typename Hooks::Col;
   using Nbr = typename Hooks::Nbr;
   static constexpr int NV = 1 + Hooks::NV, NS = Hooks::NS;
-  static constexpr int U = batch_for<G::R*(1 + Hooks::kNbrFrags)>();
+  static constexpr int U = batch_for<G::R*(1 + Hooks::kNbrFrags + (G::E ? 1 : 0))>();
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     Col col;
@@ -262,8 +282,9 @@ struct BackwardCol {
   }
   __device__ static void init(State& st) { zero(st); }
   __device__ static void consume(const Params& p, const Ctx& c, int e0, int n, int gl, unsigned mask, State& st) {
-    int i[U];
+    int i[U], edge[G::E ? U : 1];
     load_ids<U>(p, e0, n, i);
+    if constexpr (G::E) load_edge_ids<U>(p, e0, n, edge);
     Nbr nbr[U];
     float dout[U][G::R];
     float lse[U], delta[U];
@@ -278,8 +299,13 @@ struct BackwardCol {
     float part[U][S + 1];  // score partials, then dp = dout_i . value_j
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      float extra[S + 1] = {};  // the edge features' share of the partial sums
+      if constexpr (G::E) Hooks::edge_nbr(p, edge[u], c.head, gl, nbr[u], dout[u], extra);
       Hooks::partials(p, c.col, nbr[u], part[u]);
       part[u][S] = dot(dout[u], Hooks::value(c.col));
+      if constexpr (G::E)
+#pragma unroll
+        for (int s = 0; s <= S; ++s) part[u][s] += extra[s];
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)

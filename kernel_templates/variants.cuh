@@ -8,6 +8,11 @@
 //   Row, load_row(...)      row-side context of node i (registers, group-uniform scalars)
 //   load_key(...)           key fragment of node j
 //   partials(...), score()  lane partial sums, then the score from their group sums
+// and, with edge features (G::E; edge = the edge's id, the row of Params::edge):
+//   edge_key(...)           adds the edge's features to the key (and value) fragments
+//   edge_sums(...)          adds the edge's scalar term to the group sums (GAT's logit term)
+//   RowGrad::edge_grad(...) writes the edge's gradient (the row pass visits each edge once)
+//   ColGrad::edge_nbr(...)  the edge's part of a column-pass neighbour (Nbr) and partial sums
 #pragma once
 
 namespace dfgnn {
@@ -23,6 +28,20 @@ __device__ __forceinline__ typename G::T* row_of_mut(void* base, int node, int h
 template <typename G>
 __device__ __forceinline__ float node_scalar(const float* a, int node, int head) {
   return a[static_cast<long long>(node) * G::H + head];
+}
+
+// Row (edge, head) of the edge features and of their gradient: [E, H, D] in T; GAT's [E, H] float32.
+template <typename G>
+__device__ __forceinline__ const typename G::T* edge_row(const Params& p, int edge, int head) {
+  return static_cast<const typename G::T*>(p.edge) + (static_cast<long long>(edge) * G::H + head) * G::D;
+}
+template <typename G>
+__device__ __forceinline__ typename G::T* edge_grad_row(const Params& p, int edge, int head) {
+  return static_cast<typename G::T*>(p.g_edge) + (static_cast<long long>(edge) * G::H + head) * G::D;
+}
+template <typename G>
+__device__ __forceinline__ float edge_scalar(const Params& p, int edge, int head) {
+  return static_cast<const float*>(p.edge)[static_cast<long long>(edge) * G::H + head];
 }
 
 // Fragment of a float32 [H, D] parameter (attention vectors), element-wise loads.
@@ -49,6 +68,14 @@ struct Transformer {
   __device__ static void load_key(const Params& p, int j, int head, int gl, float (&k)[G::R]) {
     load_frag<G>(row_of<G>(p.x1, j, head), gl, k);
   }
+  // PyG adds the edge's features to its key and to its value.
+  __device__ static void edge_key(const Params& p, int edge, int head, int gl, float (&k)[G::R], float (&v)[G::R]) {
+    float e[G::R];
+    load_frag<G>(edge_row<G>(p, edge, head), gl, e);
+#pragma unroll
+    for (int r = 0; r < G::R; ++r) k[r] += e[r], v[r] += e[r];
+  }
+  __device__ static void edge_sums(const Params&, int, int, float (&)[S]) {}
   __device__ static void partials(const Params&, const Row& row, const float (&k)[G::R], float (&s)[S]) {
     s[0] = dot(row.q, k);
   }
@@ -71,6 +98,14 @@ struct Transformer {
       for (int r = 0; r < G::R; ++r) st.v[0][r] *= p.scale;
       store_frag<G>(row_of_mut<G>(p.g0, node, head), gl, st.v[0]);
     }
+    // d edge_ij = w_ij dout_i (through the value; w = p_ij m_ij) + ds_ij scale q_i (through the key).
+    __device__ static void edge_grad(const Params& p, const Row& row, const float (&)[G::R], const float (&)[S],
+                                     const float (&dout)[G::R], float w, float ds, int edge, int head, int gl) {
+      float g[G::R];
+#pragma unroll
+      for (int r = 0; r < G::R; ++r) g[r] = fmaf(w, dout[r], ds * p.scale * row.q[r]);
+      store_frag<G>(edge_grad_row<G>(p, edge, head), gl, g);
+    }
   };
   struct ColGrad {
     static constexpr int S = 1, NV = 1, NS = 0, kNbrFrags = 1;
@@ -91,6 +126,14 @@ struct Transformer {
     __device__ static void partials(const Params&, const Col& c, const Nbr& n, float (&s)[S + 1]) { s[0] = dot(n.q, c.k); }
     __device__ static float score(const Params& p, const Col&, const Nbr&, const float (&s)[S + 1], float&) {
       return p.scale * s[0];
+    }
+    // The edge's features in the key (q_i . e) and in the value (dout_i . e, part of dp).
+    __device__ static void edge_nbr(const Params& p, int edge, int head, int gl, Nbr& n, const float (&dout)[G::R],
+                                    float (&extra)[S + 1]) {
+      float e[G::R];
+      load_frag<G>(edge_row<G>(p, edge, head), gl, e);
+      extra[0] = dot(n.q, e);
+      extra[S] = dot(dout, e);
     }
     template <typename St>
     __device__ static void accumulate(const Params&, const Col&, const Nbr& n, float, float ds, St& st) {
@@ -132,6 +175,9 @@ struct Gat {
   __device__ static float score(const Params& p, const Row& row, const float (&s)[S]) {
     return leaky(row.er + s[0], p.slope);
   }
+  // GAT's edge term (att_edge . lin_edge(edge_attr), computed by the caller) joins el_j inside the LeakyReLU.
+  __device__ static void edge_key(const Params&, int, int, int, float (&)[G::R], float (&)[G::R]) {}
+  __device__ static void edge_sums(const Params& p, int edge, int head, float (&s)[S]) { s[0] += edge_scalar<G>(p, edge, head); }
 
   // Backward hooks. With z_ij = er_i + el_j and dz = ds * LeakyReLU'(z): the row pass sums
   // d er_i = sum_j dz; the column pass sums d el_j = sum_i dz and writes
@@ -155,6 +201,13 @@ struct Gat {
     __device__ static void finish(const Params& p, const Row&, int node, int head, int gl, unsigned, St& st) {
       if (gl == 0) p.node_c[static_cast<long long>(node) * G::H + head] = st.s[0];
     }
+    // d edge_ij = dz_ij (sums[0] already holds el_j + edge_ij).
+    __device__ static void edge_grad(const Params& p, const Row& row, const float (&)[G::R], const float (&sums)[S],
+                                     const float (&)[G::R], float, float ds, int edge, int head, int gl) {
+      if (gl == 0)
+        static_cast<float*>(p.g_edge)[static_cast<long long>(edge) * G::H + head] =
+            ds * leaky_grad(row.er + sums[0], p.slope);
+    }
   };
   struct ColGrad {
     static constexpr int S = 0, NV = 0, NS = 1, kNbrFrags = 0;
@@ -174,6 +227,10 @@ struct Gat {
     __device__ static const float (&value(const Col& c))[G::R] { return c.h; }
     __device__ static void load_nbr(const Params& p, int i, int head, int, Nbr& n) {
       n.er = p.node_a[static_cast<long long>(i) * G::H + head];
+    }
+    __device__ static void edge_nbr(const Params& p, int edge, int head, int, Nbr& n, const float (&)[G::R],
+                                    float (&)[S + 1]) {
+      n.er += edge_scalar<G>(p, edge, head);
     }
     __device__ static void partials(const Params&, const Col&, const Nbr&, float (&)[S + 1]) {}
     __device__ static float score(const Params& p, const Col& c, const Nbr& n, const float (&)[S + 1], float& z) {
@@ -203,7 +260,9 @@ struct Gat {
 template <typename G>
 struct Gatv2 {
   static constexpr int S = 1;
-  static constexpr bool kSeparateValue = false;
+  // With edge features the key becomes h_j + edge_ij while h_j is aggregated: the value is then
+  // loaded on its own (x2 = h, the same rows, mostly cache hits).
+  static constexpr bool kSeparateValue = G::E;
   struct Row {
     float h_dst[G::R];
     float att[G::R];
@@ -222,6 +281,13 @@ struct Gatv2 {
     s[0] = acc;  // padded channels have att = 0
   }
   __device__ static float score(const Params&, const Row&, const float (&s)[S]) { return s[0]; }
+  __device__ static void edge_key(const Params& p, int edge, int head, int gl, float (&k)[G::R], float (&)[G::R]) {
+    float e[G::R];
+    load_frag<G>(edge_row<G>(p, edge, head), gl, e);
+#pragma unroll
+    for (int r = 0; r < G::R; ++r) k[r] += e[r];
+  }
+  __device__ static void edge_sums(const Params&, int, int, float (&)[S]) {}
 
   // Backward hooks. With z = h_dst_i + h_j (per channel), ds spreads as ds att LeakyReLU'(z) to
   // both sides; d att = sum over edges of ds LeakyReLU(z), summed per row into param_part.
@@ -244,6 +310,14 @@ struct Gatv2 {
       store_frag<G>(row_of_mut<G>(p.g1, node, head), gl, st.v[0]);
       store_frag<G>(p.param_part + (static_cast<long long>(node) * G::H + head) * G::D, gl, st.v[1]);
     }
+    // d edge_ij = dz_ij per channel, as d h_dst_i's term (k already holds h_j + edge_ij).
+    __device__ static void edge_grad(const Params& p, const Row& row, const float (&k)[G::R], const float (&)[S],
+                                     const float (&)[G::R], float, float ds, int edge, int head, int gl) {
+      float g[G::R];
+#pragma unroll
+      for (int r = 0; r < G::R; ++r) g[r] = ds * row.att[r] * leaky_grad(row.h_dst[r] + k[r], p.slope);
+      store_frag<G>(edge_grad_row<G>(p, edge, head), gl, g);
+    }
   };
   struct ColGrad {
     static constexpr int S = 1, NV = 1, NS = 0, kNbrFrags = 1;
@@ -260,6 +334,14 @@ struct Gatv2 {
     __device__ static const float (&value(const Col& c))[G::R] { return c.h; }
     __device__ static void load_nbr(const Params& p, int i, int head, int gl, Nbr& n) {
       load_frag<G>(row_of<G>(p.x1, i, head), gl, n.h_dst);
+    }
+    // z = h_dst_i + edge_ij + h_j: the edge joins the neighbour's side.
+    __device__ static void edge_nbr(const Params& p, int edge, int head, int gl, Nbr& n, const float (&)[G::R],
+                                    float (&)[S + 1]) {
+      float e[G::R];
+      load_frag<G>(edge_row<G>(p, edge, head), gl, e);
+#pragma unroll
+      for (int r = 0; r < G::R; ++r) n.h_dst[r] += e[r];
     }
     __device__ static void partials(const Params& p, const Col& c, const Nbr& n, float (&s)[S + 1]) {
       float acc = 0.f;
@@ -287,6 +369,7 @@ struct Gatv2 {
 
 template <typename G>
 struct Agnn {
+  static_assert(!G::E, "AGNN takes no edge features");
   static constexpr float kAgnnEps = 1e-12f;  // torch.nn.functional.normalize's eps
   static constexpr int S = 2;  // h_i . h_j and |h_j|^2
   static constexpr bool kSeparateValue = false;

@@ -145,11 +145,23 @@ int main(int argc, char** argv) {
               const bool sweep = all && t == 0 && d == 64 && h == 4;
               for (const std::string& s : schedules_for(ctx, g.graph, op, static_cast<dfgnn_direction_t>(dir), sweep))
                 cases.push_back({g.name, g.graph, op, static_cast<dfgnn_direction_t>(dir), s});
+              // With edge features (not AGNN's): float32 and bfloat16, float32 on the large graphs too.
+              if (m != DFGNN_MODEL_AGNN && (t == 0 || (t == 2 && !g.large))) {
+                dfgnn_op_t edge_op = op;
+                edge_op.edge_features = 1;
+                for (const std::string& s : schedules_for(ctx, g.graph, edge_op, static_cast<dfgnn_direction_t>(dir), false))
+                  cases.push_back({g.name, g.graph, edge_op, static_cast<dfgnn_direction_t>(dir), s});
+              }
               if (t != 0 || g.large) continue;
               op.dropout = 0.3f;  // float32 again with attention dropout (the mask in every pass)
               op.dropout_seed = 11;
               for (const std::string& s : schedules_for(ctx, g.graph, op, static_cast<dfgnn_direction_t>(dir), false))
                 cases.push_back({g.name, g.graph, op, static_cast<dfgnn_direction_t>(dir), s});
+              if (m != DFGNN_MODEL_AGNN) {  // dropout and edge features together
+                op.edge_features = 1;
+                for (const std::string& s : schedules_for(ctx, g.graph, op, static_cast<dfgnn_direction_t>(dir), false))
+                  cases.push_back({g.name, g.graph, op, static_cast<dfgnn_direction_t>(dir), s});
+              }
             }
         }
   } catch (const std::exception& e) {
@@ -180,7 +192,8 @@ int main(int argc, char** argv) {
     }
     static const char* dt[] = {"float32", "float16", "bfloat16"};
     static const char* md[] = {"gat", "gatv2", "transformer", "agnn"};
-    const std::string key = fmt::format("| {} | {} | {} | {} |", c.graph_name, md[c.op.model], dt[c.op.dtype],
+    const std::string key = fmt::format("| {} | {}{} | {} | {} |", c.graph_name, md[c.op.model],
+                                        c.op.edge_features ? "+edge" : "", dt[c.op.dtype],
                                         c.direction == DFGNN_FORWARD ? "forward" : "backward");
     worst[key] = std::max(worst[key], o.passed ? o.max_rel_error : 1e30);
     outcomes.push_back(std::move(o));

@@ -51,12 +51,13 @@ const char* pass_type(PassKind pass) {
   return "?";
 }
 
-std::string geo(const dfgnn_op_t& op, int32_t lanes, int32_t vec) {
-  return fmt::format("dfgnn::Geo<{},{},{},{},{}>", element_type(op.dtype), op.dim, op.heads, lanes, vec);
+std::string geo(const dfgnn_op_t& op, int32_t lanes, int32_t vec, bool edge_features) {
+  return fmt::format("dfgnn::Geo<{},{},{},{},{},{}>", element_type(op.dtype), op.dim, op.heads, lanes, vec,
+                     edge_features ? "true" : "false");
 }
 
 std::string pass_of(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
-  return fmt::format("{}<{},{}>", pass_type(pass), geo(op, lanes, vec), variant_type(op.model));
+  return fmt::format("{}<{},{}>", pass_type(pass), geo(op, lanes, vec, op.edge_features != 0), variant_type(op.model));
 }
 
 std::string rows_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups, int32_t team) {
@@ -164,6 +165,7 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
   r.ptr = structure.ptr.as<const int>();
   r.idx = structure.idx.as<const int>();
   if (pass == PassKind::BackwardCol) r.eid = structure.eid.as<const int>();
+  if (op.edge_features) r.edge_id = g.device_csr().eid.as<const int>();
   r.plan = get_plan(g, pass, s);
   r.slots = r.plan->host().num_slots;
   const Plan::Device& device = r.plan->device();
@@ -199,6 +201,7 @@ void launch_pass(const PassRecipe& r, int32_t num_nodes, Params p, cudaStream_t 
   p.ptr = r.ptr;
   p.idx = r.idx;
   p.eid = r.eid;
+  p.edge_id = r.edge_id;
   p.num_nodes = num_nodes;
   void* args[] = {&p};
   for (const KernelLaunch& l : r.rows) {
@@ -213,6 +216,18 @@ void launch_pass(const PassRecipe& r, int32_t num_nodes, Params p, cudaStream_t 
     p.num_hubs = r.merge->count;
     launch_kernel(r.merge->kernel, r.merge->grid, r.merge->block, 0, stream, args, "merge kernel launch");
   }
+}
+
+// The aggregated features when the model loads them on their own (Params::x2): the Transformer's
+// v, and GATv2's h once edge features make its key h_j + edge_ij.
+const void* value_input(const dfgnn_op_t& op, const dfgnn_inputs_t& in) {
+  return op.model == DFGNN_MODEL_GATV2 && op.edge_features ? in.h : in.v;
+}
+
+// An edge-feature array read in fragments like node features (its alignment limits the vector
+// width); GAT's [E, H] logit terms are read one float at a time.
+const void* feature_edge(const dfgnn_op_t& op, const void* edge) {
+  return op.model == DFGNN_MODEL_GAT ? nullptr : edge;
 }
 
 void set_dropout(const dfgnn_op_t& op, Params& p) {
@@ -231,7 +246,6 @@ void check_gpu_op(const Graph& g, const dfgnn_op_t* op) {
   if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
   validate_op(*op, g.num_nodes(), g.num_edges());
   element_type(op->dtype);
-  if (op->edge_features) fail(DFGNN_STATUS_NOT_SUPPORTED, "GPU ops with edge features are not built yet");
 }
 
 }  // namespace
@@ -285,7 +299,7 @@ std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, 
 
 std::vector<std::string> backward_helper_names(const dfgnn_op_t& op) {
   const int32_t lanes = lanes_for_dim(op.dim, 1);
-  const std::string g = geo(op, lanes, 1);
+  const std::string g = geo(op, lanes, 1, false);  // the prep kernel reads no edge features
   std::vector<std::string> names{
       fmt::format("&dfgnn::prep_kernel<{},{},{}>", g, variant_type(op.model), 256 / lanes)};
   switch (op.model) {
@@ -353,17 +367,18 @@ void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inp
     return;
   }
   if (out == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "out is null");
-  const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out});
+  const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out, feature_edge(op, in.edge)});
   const auto recipe = recipe_for(ctx, g, op, DFGNN_FORWARD, launch.schedule, max_vec);
   check_workspace(launch, recipe->workspace_bytes);
   Carver carver(launch.workspace);
   Params p{};
   p.x0 = op.model == DFGNN_MODEL_TRANSFORMER ? in.q : in.h;
   p.x1 = op.model == DFGNN_MODEL_TRANSFORMER ? in.k : in.h_dst;
-  p.x2 = in.v;
+  p.x2 = value_input(op, in);
   p.att_src = static_cast<const float*>(in.att_src);
   p.att_dst = static_cast<const float*>(in.att_dst);
   p.beta = static_cast<const float*>(in.beta);
+  p.edge = in.edge;
   p.out = out;
   p.lse = lse;
   p.partials = carve_forward(carver, op, recipe->first.slots);
@@ -390,7 +405,8 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
     fail(DFGNN_STATUS_NULL_POINTER, "backward needs the forward's out and lse and grad_out ({} is null)",
          out == nullptr ? "out" : lse == nullptr ? "lse" : "grad_out");
   const int32_t max_vec = alignment_vec(op, {in.h, in.h_dst, in.q, in.k, in.v, out, grad_out, grads.h, grads.h_dst,
-                                             grads.q, grads.k, grads.v});
+                                             grads.q, grads.k, grads.v, feature_edge(op, in.edge),
+                                             feature_edge(op, grads.edge)});
   const auto recipe = recipe_for(ctx, g, op, DFGNN_BACKWARD, launch.schedule, max_vec);
   check_workspace(launch, recipe->workspace_bytes);
   Carver carver(launch.workspace);
@@ -399,10 +415,12 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   const bool tr = op.model == DFGNN_MODEL_TRANSFORMER;
   p.x0 = tr ? in.q : in.h;
   p.x1 = tr ? in.k : in.h_dst;
-  p.x2 = in.v;
+  p.x2 = value_input(op, in);
   p.att_src = static_cast<const float*>(in.att_src);
   p.att_dst = static_cast<const float*>(in.att_dst);
   p.beta = static_cast<const float*>(in.beta);
+  p.edge = in.edge;
+  p.g_edge = grads.edge;
   p.lse = const_cast<float*>(lse);  // read only in backward passes
   p.dout = grad_out;
   p.fwd_out = out;

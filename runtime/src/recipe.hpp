@@ -47,6 +47,7 @@ struct PassRecipe {
   const int* ptr = nullptr;  // the pass's structure on the device (CSR, or CSC for the column pass)
   const int* idx = nullptr;
   const int* eid = nullptr;  // column pass: CSR positions of the CSC entries (dropout's edge ids)
+  const int* edge_id = nullptr;  // ops with edge features: the CSR's edge ids (rows of the edge features)
   std::vector<KernelLaunch> rows;
   std::optional<KernelLaunch> merge;  // split rows' partial states merged
   int32_t slots = 0;                  // partial-state slots per head

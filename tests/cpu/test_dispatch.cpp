@@ -123,6 +123,21 @@ TEST(Dispatch, ExactHitThenCache) {
   EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), kWinner);
 }
 
+// Ops with edge features run other kernels: a winner stored for one does not serve the other.
+TEST(Dispatch, EdgeFeaturesAreASeparateKey) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto g = hub_graph(ctx.get(), 1);
+  dfgnn_op_t edge_op = kOp;
+  edge_op.edge_features = 1;
+  EXPECT_EQ(dfgnn::op_key(edge_op, dfgnn::PassKind::Forward, 4).variant, 4 + dfgnn::kEdgeVariant);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  store_winner(dir.path / "user.db", g.get(), edge_op, kWinner, default_text);
+  EXPECT_EQ(schedule_of(ctx.get(), g.get(), edge_op), kWinner);
+  EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), default_text);
+  EXPECT_EQ(explain(ctx.get(), g.get(), edge_op).at("origin"), "exact");
+}
+
 TEST(Dispatch, NearestFingerprintWithinDistance) {
   TempDir dir;
   auto ctx = context_on(dir.path / "user.db");

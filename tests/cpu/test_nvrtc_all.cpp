@@ -1,5 +1,5 @@
-// NVRTC compiles every reachable specialisation for sm_90: for one (model, dtype) per test
-// instance, every kernel name expression that any candidate schedule of any pass can ask for, over
+// NVRTC compiles every reachable specialisation for sm_90: for one (model, dtype, edge features)
+// per test instance, every kernel name expression that any candidate schedule of any pass can ask for, over
 // a set of (D, H) shapes, aligned and unaligned data, plus the backward helpers. The names are
 // de-duplicated and compiled in batches (one NVRTC program per batch amortises start-up).
 #include "test_util.hpp"
@@ -53,10 +53,10 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{1, 1}, {7, 3}, {32, 2}, {64, 4}, {128, 1}, {256, 2}};
 
-class NvrtcAll : public testing::TestWithParam<std::tuple<dfgnn_model_t, dfgnn_dtype_t>> {};
+class NvrtcAll : public testing::TestWithParam<std::tuple<dfgnn_model_t, dfgnn_dtype_t, bool>> {};
 
 TEST_P(NvrtcAll, CompilesEveryReachableSpecialisationForSm90) {
-  const auto [model, dtype] = GetParam();
+  const auto [model, dtype, edge_features] = GetParam();
   const dfgnn::Graph& graph = planted_hub_graph();
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = cpu_seconds();
@@ -70,7 +70,8 @@ TEST_P(NvrtcAll, CompilesEveryReachableSpecialisationForSm90) {
   };
   size_t schedules = 0;
   for (const Shape& shape : kShapes) {
-    const dfgnn_op_t op = dfgnnOpDefault(model, dtype, shape.heads, shape.dim);
+    dfgnn_op_t op = dfgnnOpDefault(model, dtype, shape.heads, shape.dim);
+    op.edge_features = edge_features ? 1 : 0;
     const int32_t aligned = static_cast<int32_t>(16 / dfgnn::dtype_size(dtype));
     for (int32_t max_vec : {aligned, 1}) {
       for (PassKind pass : {PassKind::Forward, PassKind::BackwardRow, PassKind::BackwardCol}) {
@@ -123,23 +124,29 @@ TEST_P(NvrtcAll, CompilesEveryReachableSpecialisationForSm90) {
   }
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double cpu_s = cpu_seconds() - cpu_start;
-  std::printf("[ NvrtcAll ] %s %s: %zu schedules -> %zu kernel names, %zu programs, %zu KiB of cubin, "
+  std::printf("[ NvrtcAll ] %s %s%s: %zu schedules -> %zu kernel names, %zu programs, %zu KiB of cubin, "
               "enumeration %.2f s, total %.1f s wall, %.1f s CPU\n",
-              dfgnn::model_name(model), dfgnn::dtype_name(dtype), schedules, names.size(), programs,
+              dfgnn::model_name(model), dfgnn::dtype_name(dtype), edge_features ? " with edge features" : "", schedules, names.size(), programs,
               image_bytes / 1024, enumerate_s, total_s, cpu_s);
   RecordProperty("kernel_names", static_cast<int>(names.size()));
   RecordProperty("cpu_seconds", std::to_string(cpu_s));
 }
 
 std::string instance_name(const testing::TestParamInfo<NvrtcAll::ParamType>& info) {
-  return std::string(dfgnn::model_name(std::get<0>(info.param))) + "_" + dfgnn::dtype_name(std::get<1>(info.param));
+  return std::string(dfgnn::model_name(std::get<0>(info.param))) + "_" + dfgnn::dtype_name(std::get<1>(info.param)) +
+         (std::get<2>(info.param) ? "_edge" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(ModelDtype, NvrtcAll,
-                         testing::Combine(testing::Values(DFGNN_MODEL_GAT, DFGNN_MODEL_GATV2, DFGNN_MODEL_TRANSFORMER,
-                                                          DFGNN_MODEL_AGNN),
-                                          testing::Values(DFGNN_DTYPE_FLOAT32, DFGNN_DTYPE_FLOAT16,
-                                                          DFGNN_DTYPE_BFLOAT16)),
-                         instance_name);
+// Every model and dtype, without and (except AGNN, which has none) with edge features.
+std::vector<NvrtcAll::ParamType> instances() {
+  std::vector<NvrtcAll::ParamType> all;
+  for (bool edge : {false, true})
+    for (dfgnn_model_t m : {DFGNN_MODEL_GAT, DFGNN_MODEL_GATV2, DFGNN_MODEL_TRANSFORMER, DFGNN_MODEL_AGNN})
+      for (dfgnn_dtype_t t : {DFGNN_DTYPE_FLOAT32, DFGNN_DTYPE_FLOAT16, DFGNN_DTYPE_BFLOAT16})
+        if (!(edge && m == DFGNN_MODEL_AGNN)) all.emplace_back(m, t, edge);
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelDtype, NvrtcAll, testing::ValuesIn(instances()), instance_name);
 
 }  // namespace

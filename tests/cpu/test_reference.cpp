@@ -27,14 +27,14 @@ constexpr dfgnn_model_t kGat = DFGNN_MODEL_GAT, kGatV2 = DFGNN_MODEL_GATV2, kTra
 // ------------------------------------------------------------------------------ slots, problems
 
 // Slots in dfgnn_inputs_t / dfgnn_grads_t field order.
-enum Slot { kH, kHDst, kQ, kK, kV, kAttSrc, kAttDst, kBeta, kNumSlots };
-constexpr const char* kSlotName[kNumSlots] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta"};
+enum Slot { kH, kHDst, kQ, kK, kV, kAttSrc, kAttDst, kBeta, kEdge, kNumSlots };
+constexpr const char* kSlotName[kNumSlots] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
 constexpr const void* dfgnn_inputs_t::*kInputField[kNumSlots] = {
-    &dfgnn_inputs_t::h, &dfgnn_inputs_t::h_dst, &dfgnn_inputs_t::q, &dfgnn_inputs_t::k,
-    &dfgnn_inputs_t::v, &dfgnn_inputs_t::att_src, &dfgnn_inputs_t::att_dst, &dfgnn_inputs_t::beta};
+    &dfgnn_inputs_t::h,       &dfgnn_inputs_t::h_dst,   &dfgnn_inputs_t::q,    &dfgnn_inputs_t::k,   &dfgnn_inputs_t::v,
+    &dfgnn_inputs_t::att_src, &dfgnn_inputs_t::att_dst, &dfgnn_inputs_t::beta, &dfgnn_inputs_t::edge};
 constexpr void* dfgnn_grads_t::*kGradField[kNumSlots] = {
-    &dfgnn_grads_t::h, &dfgnn_grads_t::h_dst, &dfgnn_grads_t::q, &dfgnn_grads_t::k,
-    &dfgnn_grads_t::v, &dfgnn_grads_t::att_src, &dfgnn_grads_t::att_dst, &dfgnn_grads_t::beta};
+    &dfgnn_grads_t::h,       &dfgnn_grads_t::h_dst,   &dfgnn_grads_t::q,    &dfgnn_grads_t::k,   &dfgnn_grads_t::v,
+    &dfgnn_grads_t::att_src, &dfgnn_grads_t::att_dst, &dfgnn_grads_t::beta, &dfgnn_grads_t::edge};
 
 // Written out here rather than taken from op.hpp, so that a mix-up there shows.
 std::vector<int> slots_read_by(dfgnn_model_t model) {
@@ -45,6 +45,13 @@ std::vector<int> slots_read_by(dfgnn_model_t model) {
     case kAgnn: return {kH, kBeta};
   }
   return {};
+}
+
+// The model's slots, plus the edge features when the op has them.
+std::vector<int> slots_of(const dfgnn_op_t& op) {
+  std::vector<int> slots = slots_read_by(op.model);
+  if (op.edge_features) slots.push_back(kEdge);
+  return slots;
 }
 
 bool is_feature_slot(int s) { return s == kH || s == kHDst || s == kQ || s == kK || s == kV; }
@@ -67,6 +74,7 @@ struct Problem {
   dfgnn_op_t op;
   int64_t n;
   std::array<std::vector<double>, kNumSlots> x;
+  int64_t e = 0;  // edges (for edge features)
 
   int64_t heads() const { return op.heads; }
   int64_t dim() const { return op.dim; }
@@ -74,10 +82,15 @@ struct Problem {
   // Element d of (node, head) in a feature slot, and of head in an attention slot.
   double feature(int s, int64_t node, int64_t head, int64_t d) const { return x[s][(node * heads() + head) * dim() + d]; }
   double att(int s, int64_t head, int64_t d) const { return x[s][head * dim() + d]; }
+  // Edge features of edge id k: GAT's logit term (d = 0), else element d.
+  double edge(int64_t k, int64_t head, int64_t d) const {
+    const int64_t width = op.model == kGat ? 1 : dim();
+    return x[kEdge][(k * heads() + head) * width + d];
+  }
 
   dfgnn_inputs_t inputs() const {
     dfgnn_inputs_t in{};
-    for (int s : slots_read_by(op.model)) in.*kInputField[s] = x[s].data();
+    for (int s : slots_of(op)) in.*kInputField[s] = x[s].data();
     return in;
   }
 };
@@ -91,6 +104,14 @@ Problem random_problem(dfgnn_model_t model, int64_t n, int heads, int dim, uint6
   Problem p{dfgnnOpDefault(model, DFGNN_DTYPE_FLOAT64, heads, dim), n, {}};
   for (int s : slots_read_by(model)) p.x[s] = random_vector(slot_size(s, n, heads, dim), seed * 1000 + s);
   if (model == kAgnn) p.x[kBeta] = {1.3};
+  return p;
+}
+
+// The problem with random edge features for a graph of `edges` edges (edge ids 0..edges-1).
+Problem with_edge_features(Problem p, int64_t edges, uint64_t seed) {
+  p.op.edge_features = 1;
+  p.e = edges;
+  p.x[kEdge] = random_vector(edges * p.heads() * (p.op.model == kGat ? 1 : p.dim()), seed);
   return p;
 }
 
@@ -143,7 +164,7 @@ using Grads = std::array<std::vector<double>, kNumSlots>;
 Grads run_backward(dfgnn_graph_t graph, const Problem& p, const std::vector<double>& grad_out, double fill = kNaN) {
   Grads g;
   dfgnn_grads_t slots{};
-  for (int s : slots_read_by(p.op.model)) {
+  for (int s : slots_of(p.op)) {
     g[s].assign(p.x[s].size(), fill);
     slots.*kGradField[s] = g[s].data();
   }
@@ -180,7 +201,7 @@ void expect_gradients_match_finite_differences(dfgnn_graph_t graph, Problem p, c
                                                const std::string& label) {
   const Grads grads = run_backward(graph, p, grad_out);
   constexpr double step = 1e-5;
-  for (int s : slots_read_by(p.op.model)) {
+  for (int s : slots_of(p.op)) {
     std::vector<double> numeric(p.x[s].size());
     for (size_t k = 0; k < p.x[s].size(); ++k) {
       const double saved = p.x[s][k];
@@ -204,22 +225,26 @@ void expect_all_finite(const std::vector<double>& v, const std::string& what) {
 
 double leaky_relu(double z, double slope) { return z > 0 ? z : slope * z; }
 
-// Score of edge j -> i in one head, straight from the formula (no precomputed terms).
-double naive_score(const Problem& p, int64_t i, int64_t j, int64_t h) {
+// Score of edge j -> i (edge id k, for edge features) in one head, straight from the formula (no
+// precomputed terms).
+double naive_score(const Problem& p, int64_t i, int64_t j, int64_t h, int64_t k = -1) {
   const double slope = p.op.negative_slope;
+  const bool edge = p.op.edge_features != 0;
   double e = 0.0;
   switch (p.op.model) {
     case kGat:
       for (int64_t d = 0; d < p.dim(); ++d)
         e += p.att(kAttDst, h, d) * p.feature(kH, i, h, d) + p.att(kAttSrc, h, d) * p.feature(kH, j, h, d);
-      return leaky_relu(e, slope);
+      return leaky_relu(e + (edge ? p.edge(k, h, 0) : 0.0), slope);
     case kGatV2:
       for (int64_t d = 0; d < p.dim(); ++d)
-        e += p.att(kAttSrc, h, d) * leaky_relu(p.feature(kHDst, i, h, d) + p.feature(kH, j, h, d), slope);
+        e += p.att(kAttSrc, h, d) *
+             leaky_relu(p.feature(kHDst, i, h, d) + p.feature(kH, j, h, d) + (edge ? p.edge(k, h, d) : 0.0), slope);
       return e;
     case kTransformer: {
       const double scale = p.op.scale > 0 ? p.op.scale : 1.0 / std::sqrt(static_cast<double>(p.dim()));
-      for (int64_t d = 0; d < p.dim(); ++d) e += p.feature(kQ, i, h, d) * p.feature(kK, j, h, d);
+      for (int64_t d = 0; d < p.dim(); ++d)
+        e += p.feature(kQ, i, h, d) * (p.feature(kK, j, h, d) + (edge ? p.edge(k, h, d) : 0.0));
       return scale * e;
     }
     case kAgnn: {
@@ -239,21 +264,26 @@ double naive_score(const Problem& p, int64_t i, int64_t j, int64_t h) {
 // library's CSR, order and arithmetic.
 Forward naive_forward(const EdgeList& edges, const Problem& p) {
   const int64_t H = p.heads(), D = p.dim();
-  std::vector<std::vector<int64_t>> sources(p.n);  // in-neighbours of each node, duplicates kept
-  for (size_t k = 0; k < edges.src.size(); ++k) sources[edges.dst[k]].push_back(edges.src[k]);
+  // In-edges of each node as (source, edge id = position in the list), duplicates kept.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> sources(p.n);
+  for (size_t k = 0; k < edges.src.size(); ++k) sources[edges.dst[k]].push_back({edges.src[k], static_cast<int64_t>(k)});
+  // The Transformer aggregates v_j + edge_ij with edge features.
+  const bool value_edge = p.op.edge_features && p.op.model == kTransformer;
   Forward f{std::vector<double>(p.features(), 0.0), std::vector<double>(p.n * H, -kInf)};
   for (int64_t i = 0; i < p.n; ++i)
     for (int64_t h = 0; h < H; ++h) {
       if (sources[i].empty()) continue;
       std::vector<long double> e;
-      for (int64_t j : sources[i]) e.push_back(naive_score(p, i, j, h));
+      for (auto [j, k] : sources[i]) e.push_back(naive_score(p, i, j, h, k));
       const long double max = *std::max_element(e.begin(), e.end());
       long double sum = 0;
       std::vector<long double> acc(D, 0);
       for (size_t k = 0; k < e.size(); ++k) {
         const long double w = std::exp(e[k] - max);
         sum += w;
-        for (int64_t d = 0; d < D; ++d) acc[d] += w * p.feature(value_slot(p.op.model), sources[i][k], h, d);
+        const auto [j, id] = sources[i][k];
+        for (int64_t d = 0; d < D; ++d)
+          acc[d] += w * (p.feature(value_slot(p.op.model), j, h, d) + (value_edge ? p.edge(id, h, d) : 0.0));
       }
       for (int64_t d = 0; d < D; ++d) f.out[(i * H + h) * D + d] = static_cast<double>(acc[d] / sum);
       f.lse[i * H + h] = static_cast<double>(max + std::log(sum));
@@ -720,6 +750,107 @@ TEST(ReferenceAgnn, ZeroFeatureVector) {
   const double want_x = du_x / 1e-12 + (1 + 0.5 / 3), want_y = du_y / 1e-12 + (-2 + 0.25 / 3);
   EXPECT_NEAR(grads[kH][2], want_x, 1e-13 * std::abs(want_x));
   EXPECT_NEAR(grads[kH][3], want_y, 1e-13 * std::abs(want_y));
+}
+
+// ------------------------------------------------------------------------------ edge features
+
+// Edge features (PyG's edge_dim) of GAT, GATv2 and the Transformer, read by edge id.
+class ReferenceEdge : public ::testing::TestWithParam<dfgnn_model_t> {
+ protected:
+  ContextPtr ctx_ = make_context();
+};
+
+TEST_P(ReferenceEdge, MatchesNaiveForward) {
+  const EdgeList edges = mixed_edges(11, 41);
+  auto g = make_graph(ctx_.get(), edges);
+  const Problem p = with_edge_features(random_problem(GetParam(), edges.n, 3, 5, 42), edges.src.size(), 43);
+  const Forward f = run_forward(g.get(), p), want = naive_forward(edges, p);
+  expect_close(f.out, want.out, 1e-13, "out");
+  expect_close(f.lse, want.lse, 1e-13, "lse");
+  // ... and the edge features change the result (the test above would pass if they were ignored
+  // only if naive_forward ignored them too).
+  Problem plain = p;
+  plain.op.edge_features = 0;
+  double changed = 0.0;
+  const Forward without = run_forward(g.get(), plain);
+  for (size_t k = 0; k < f.out.size(); ++k) changed += std::abs(f.out[k] - without.out[k]);
+  EXPECT_GT(changed, 1e-3);
+}
+
+TEST_P(ReferenceEdge, GradientsMatchFiniteDifferences) {
+  const EdgeList edges = mixed_edges(10, 44);
+  auto g = make_graph(ctx_.get(), edges);
+  const Problem p = with_edge_features(random_problem(GetParam(), edges.n, 2, 3, 45), edges.src.size(), 46);
+  expect_gradients_match_finite_differences(g.get(), p, random_vector(p.features(), 47), "edge op grad ");
+}
+
+TEST_P(ReferenceEdge, WithDropoutGradientsMatchFiniteDifferences) {
+  const EdgeList edges = mixed_edges(10, 48);
+  auto g = make_graph(ctx_.get(), edges);
+  Problem p = with_edge_features(random_problem(GetParam(), edges.n, 2, 3, 49), edges.src.size(), 50);
+  p.op.dropout = 0.3f;
+  p.op.dropout_seed = 5;
+  expect_gradients_match_finite_differences(g.get(), p, random_vector(p.features(), 51), "edge op dropout grad ");
+}
+
+// Zero edge features are the op without them, exactly.
+TEST_P(ReferenceEdge, ZeroFeaturesAreThePlainOp) {
+  const EdgeList edges = mixed_edges(9, 52);
+  auto g = make_graph(ctx_.get(), edges);
+  Problem p = with_edge_features(random_problem(GetParam(), edges.n, 2, 4, 53), edges.src.size(), 54);
+  std::fill(p.x[kEdge].begin(), p.x[kEdge].end(), 0.0);
+  Problem plain = p;
+  plain.op.edge_features = 0;
+  const Forward f = run_forward(g.get(), p), want = run_forward(g.get(), plain);
+  expect_close(f.out, want.out, 0.0, "out");
+  expect_close(f.lse, want.lse, 0.0, "lse");
+}
+
+// With add_self_loops the rows follow PyG's order: the non-loop input edges, then one loop per node.
+TEST_P(ReferenceEdge, SelfLoopGraphsUsePygEdgeOrder) {
+  EdgeList edges = mixed_edges(8, 55);  // holds a self-loop (0 -> 0), which the option removes
+  auto g = graph_from_edges(ctx_.get(), edges.n, edges.src, edges.dst, /*add_self_loops=*/true);
+  EdgeList pyg{edges.n, {}, {}};
+  for (size_t k = 0; k < edges.src.size(); ++k)
+    if (edges.src[k] != edges.dst[k]) pyg.add(edges.src[k], edges.dst[k]);
+  for (int64_t i = 0; i < edges.n; ++i) pyg.add(i, i);
+  const Problem p = with_edge_features(random_problem(GetParam(), edges.n, 2, 3, 56), pyg.src.size(), 57);
+  const Forward f = run_forward(g.get(), p), want = naive_forward(pyg, p);
+  expect_close(f.out, want.out, 1e-13, "out");
+}
+
+TEST_P(ReferenceEdge, SlotErrors) {
+  const EdgeList edges = mixed_edges(6, 58);
+  auto g = make_graph(ctx_.get(), edges);
+  const Problem p = with_edge_features(random_problem(GetParam(), edges.n, 1, 2, 59), edges.src.size(), 60);
+  std::vector<double> out(p.features()), lse(p.n);
+  dfgnn_inputs_t in = p.inputs();
+  in.edge = nullptr;  // flag set, features missing
+  EXPECT_EQ(dfgnnReferenceForward(g.get(), &p.op, &in, out.data(), lse.data()), DFGNN_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("inputs.edge"), std::string::npos) << dfgnnGetLastErrorMessage();
+  dfgnn_op_t plain = p.op;  // features given, flag not set
+  plain.edge_features = 0;
+  in = p.inputs();
+  EXPECT_EQ(dfgnnReferenceForward(g.get(), &plain, &in, out.data(), lse.data()), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("edge_features"), std::string::npos);
+  dfgnn_op_t two = p.op;
+  two.edge_features = 2;
+  EXPECT_EQ(dfgnnReferenceForward(g.get(), &two, &in, out.data(), lse.data()), DFGNN_STATUS_INVALID_ARGUMENT);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ReferenceEdge, ::testing::Values(kGat, kGatV2, kTransformer),
+                         [](const auto& info) { return model_label(info.param); });
+
+TEST(ReferenceEdgeErrors, AgnnTakesNone) {
+  auto ctx = make_context();
+  const EdgeList edges = mixed_edges(6, 61);
+  auto g = make_graph(ctx.get(), edges);
+  const Problem p = with_edge_features(random_problem(kAgnn, edges.n, 1, 2, 62), edges.src.size(), 63);
+  std::vector<double> out(p.features()), lse(p.n);
+  const dfgnn_inputs_t in = p.inputs();
+  EXPECT_EQ(dfgnnReferenceForward(g.get(), &p.op, &in, out.data(), lse.data()), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("agnn takes no edge features"), std::string::npos)
+      << dfgnnGetLastErrorMessage();
 }
 
 // ------------------------------------------------------------------------------ errors

@@ -159,25 +159,37 @@ std::vector<double> download_floats(const DeviceArray& a) {
   return v;
 }
 
-// Slot layout shared by dfgnn_inputs_t and dfgnn_grads_t: h, h_dst, q, k, v, att_src, att_dst, beta.
-constexpr const char* kSlotNames[8] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta"};
-uint32_t slots_of(dfgnn_model_t m) {
-  switch (m) {
-    case DFGNN_MODEL_GAT: return 1u | 32u | 64u;
-    case DFGNN_MODEL_GATV2: return 1u | 2u | 32u;
-    case DFGNN_MODEL_TRANSFORMER: return 4u | 8u | 16u;
+// Slot layout shared by dfgnn_inputs_t and dfgnn_grads_t: h, h_dst, q, k, v, att_src, att_dst, beta, edge.
+constexpr int kSlots = 9, kBeta = 7, kEdge = 8;
+constexpr const char* kSlotNames[kSlots] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
+uint32_t slots_of(const dfgnn_op_t& op) {
+  const uint32_t edge = op.edge_features ? 1u << kEdge : 0u;
+  switch (op.model) {
+    case DFGNN_MODEL_GAT: return 1u | 32u | 64u | edge;
+    case DFGNN_MODEL_GATV2: return 1u | 2u | 32u | edge;
+    case DFGNN_MODEL_TRANSFORMER: return 4u | 8u | 16u | edge;
     case DFGNN_MODEL_AGNN: return 1u | 128u;
   }
   return 0;
 }
-bool is_feature(int slot) { return slot < 5; }
+// Slots in the op's dtype: node features, and edge features except GAT's float32 logit terms.
+bool in_op_dtype(const dfgnn_op_t& op, int slot) {
+  return slot < 5 || (slot == kEdge && op.model != DFGNN_MODEL_GAT);
+}
+size_t slot_elements(const dfgnn_op_t& op, int slot, int64_t nodes, int64_t edges) {
+  const size_t hd = static_cast<size_t>(op.heads) * op.dim;
+  if (slot < 5) return static_cast<size_t>(nodes) * hd;
+  if (slot == kBeta) return 1;
+  if (slot == kEdge) return static_cast<size_t>(edges) * (op.model == DFGNN_MODEL_GAT ? op.heads : hd);
+  return hd;
+}
 
 struct Reference {
-  std::vector<double> inputs[8];  // rounded to dtype (features) / float32 (parameters)
-  std::vector<unsigned char> encoded[8];
+  std::vector<double> inputs[kSlots];  // rounded to dtype (features) / float32 (parameters)
+  std::vector<unsigned char> encoded[kSlots];
   std::vector<double> out, lse, grad_out;
   std::vector<unsigned char> grad_out_encoded;
-  std::vector<double> grads[8];
+  std::vector<double> grads[kSlots];
 };
 
 double rel_error(const std::vector<double>& got, const std::vector<double>& ref, bool& nonfinite) {
@@ -222,6 +234,7 @@ std::string op_label(const dfgnn_op_t& op) {
   static const char* dtypes[] = {"float32", "float16", "bfloat16", "float64"};
   std::string label = fmt::format("{} {} H={} D={}", models[op.model], dtypes[op.dtype], op.heads, op.dim);
   if (op.dropout > 0) label += fmt::format(" dropout={} seed={}", op.dropout, op.dropout_seed);
+  if (op.edge_features) label += " edge";
   return label;
 }
 
@@ -250,26 +263,22 @@ struct Verifier::Impl {
   }
 
   std::shared_ptr<Reference> compute(const Case& c, const std::string& key) {
-    int64_t n = 0;
-    check(dfgnnGraphGetSize(c.graph, &n, nullptr), "graph size");
-    const size_t nhd = static_cast<size_t>(n) * c.op.heads * c.op.dim, hd = static_cast<size_t>(c.op.heads) * c.op.dim;
+    int64_t n = 0, e = 0;
+    check(dfgnnGraphGetSize(c.graph, &n, &e), "graph size");
+    const size_t nhd = static_cast<size_t>(n) * c.op.heads * c.op.dim;
     auto ref = std::make_shared<Reference>();
     std::mt19937_64 rng(std::hash<std::string>{}(key));
     std::uniform_real_distribution<double> u(-1.0, 1.0);
-    const uint32_t slots = slots_of(c.op.model);
+    const uint32_t slots = slots_of(c.op);
     dfgnn_inputs_t in{};
     const void** in_slots = reinterpret_cast<const void**>(&in);
-    for (int s = 0; s < 8; ++s) {
+    for (int s = 0; s < kSlots; ++s) {
       if (!((slots >> s) & 1u)) continue;
       auto& v = ref->inputs[s];
-      v.resize(is_feature(s) ? nhd : s == 7 ? 1 : hd);
+      v.resize(slot_elements(c.op, s, n, e));
       for (double& x : v) x = u(rng);
-      if (s == 7) v[0] = 1.5;  // beta
-      if (is_feature(s)) {
-        ref->encoded[s] = encode(v, c.op.dtype);
-      } else {
-        ref->encoded[s] = encode(v, DFGNN_DTYPE_FLOAT32);
-      }
+      if (s == kBeta) v[0] = 1.5;
+      ref->encoded[s] = encode(v, in_op_dtype(c.op, s) ? c.op.dtype : DFGNN_DTYPE_FLOAT32);
       in_slots[s] = v.data();
     }
     dfgnn_op_t op64 = c.op;
@@ -283,7 +292,7 @@ struct Verifier::Impl {
       ref->grad_out_encoded = encode(ref->grad_out, c.op.dtype);
       dfgnn_grads_t g{};
       void** g_slots = reinterpret_cast<void**>(&g);
-      for (int s = 0; s < 8; ++s)
+      for (int s = 0; s < kSlots; ++s)
         if ((slots >> s) & 1u) {
           ref->grads[s].resize(ref->inputs[s].size());
           g_slots[s] = ref->grads[s].data();
@@ -337,11 +346,11 @@ Outcome Verifier::run(const Case& c) {
     text.resize(length);
     o.schedule_run = text;
 
-    const uint32_t slots = slots_of(c.op.model);
-    std::unique_ptr<DeviceArray> inputs[8];
+    const uint32_t slots = slots_of(c.op);
+    std::unique_ptr<DeviceArray> inputs[kSlots];
     dfgnn_inputs_t in{};
     const void** in_slots = reinterpret_cast<const void**>(&in);
-    for (int s = 0; s < 8; ++s)
+    for (int s = 0; s < kSlots; ++s)
       if ((slots >> s) & 1u) {
         inputs[s] = std::make_unique<DeviceArray>(ref->encoded[s].size());
         inputs[s]->upload(ref->encoded[s].data());
@@ -383,15 +392,15 @@ Outcome Verifier::run(const Case& c) {
       size_t bytes = 0;
       check(dfgnnGetWorkspaceSize(impl_->ctx, c.graph, &c.op, DFGNN_BACKWARD, sched, &bytes), "workspace size");
       DeviceArray ws(bytes);
-      std::unique_ptr<DeviceArray> grads[8];
+      std::unique_ptr<DeviceArray> grads[kSlots];
       dfgnn_grads_t g{};
       void** g_slots = reinterpret_cast<void**>(&g);
-      for (int s = 0; s < 8; ++s)
+      for (int s = 0; s < kSlots; ++s)
         if ((slots >> s) & 1u) {
           grads[s] = std::make_unique<DeviceArray>(ref->encoded[s].size());
           g_slots[s] = grads[s]->ptr;
         }
-      std::vector<std::vector<unsigned char>> first(8);
+      std::vector<std::vector<unsigned char>> first(kSlots);
       for (int rep = 0; rep < 2; ++rep) {
         ws.poison();
         for (auto& a : grads)
@@ -404,13 +413,13 @@ Outcome Verifier::run(const Case& c) {
                             &g, &launch),
               "backward");
         cuda(cudaDeviceSynchronize(), "backward kernels");
-        for (int s = 0; s < 8; ++s) {
+        for (int s = 0; s < kSlots; ++s) {
           if (!((slots >> s) & 1u)) continue;
           auto bytes_now = grads[s]->download();
           if (rep == 0) {
             first[s] = bytes_now;
             bool bad = false;
-            const auto got = is_feature(s) ? decode(bytes_now, t) : decode(bytes_now, DFGNN_DTYPE_FLOAT32);
+            const auto got = decode(bytes_now, in_op_dtype(c.op, s) ? t : DFGNN_DTYPE_FLOAT32);
             record(kSlotNames[s], rel_error(got, ref->grads[s], bad), bad);
           } else if (bytes_now != first[s]) {
             o.deterministic = false;

@@ -85,7 +85,7 @@ class PassMeasurer final : public tuner::Measurer {
     cuda_check(cudaEventCreate(&start_), "cudaEventCreate");
     cuda_check(cudaEventCreate(&stop_), "cudaEventCreate");
     const size_t n = g.num_nodes(), nh = n * op.heads, nhd = nh * op.dim, elem = dtype_size(op.dtype);
-    const uint32_t slots = model_slots(op.model);
+    const uint32_t slots = op_slots(op);
     // Enough sets that their features exceed the L2 a few times over (at most 4).
     int features = 0;
     for (int s = 0; s < 5; ++s) features += (slots >> s) & 1u;
@@ -99,6 +99,10 @@ class PassMeasurer final : public tuner::Measurer {
     helpers_.fill(att_src_.get(), static_cast<long long>(hd), false, 11, -1.f, 1.f, stream_);
     helpers_.fill(att_dst_.get(), static_cast<long long>(hd), false, 12, -1.f, 1.f, stream_);
     helpers_.fill(beta_.get(), 1, false, 13, 1.f, 2.f, stream_);
+    if (slots & kSlotEdge) {  // edge features, shared by the sets (E-sized: no room for copies)
+      edge_ = DeviceBuffer(slot_count(kEdgeIndex) * slot_elem(kEdgeIndex));
+      helpers_.fill(edge_.get(), slot_count(kEdgeIndex), slot_in_op_dtype(kEdgeIndex), 14, -1.f, 1.f, stream_);
+    }
     // Workspace for the largest candidate; outputs and gradients shared across sets.
     size_t ws = 0;
     for (const std::string& text : texts) ws = std::max(ws, workspace_for(text));
@@ -106,8 +110,8 @@ class PassMeasurer final : public tuner::Measurer {
     workspace_bytes_ = ws;
     out_ = DeviceBuffer(nhd * elem);
     lse_ = DeviceBuffer(nh * sizeof(float));
-    for (int s = 0; s < 8; ++s)
-      if ((slots >> s) & 1u) grads_[s] = DeviceBuffer(s < 5 ? nhd * elem : s == 7 ? sizeof(float) : hd * sizeof(float));
+    for (int s = 0; s < kNumSlots; ++s)
+      if ((slots >> s) & 1u) grads_[s] = DeviceBuffer(slot_count(s) * slot_elem(s));
     uint64_t seed = 100;
     for (InputSet& set : sets_) {
       const void** in = reinterpret_cast<const void**>(&set.inputs);
@@ -120,6 +124,7 @@ class PassMeasurer final : public tuner::Measurer {
       if (slots & kSlotAttSrc) set.inputs.att_src = att_src_.get();
       if (slots & kSlotAttDst) set.inputs.att_dst = att_dst_.get();
       if (slots & kSlotBeta) set.inputs.beta = beta_.get();
+      if (slots & kSlotEdge) set.inputs.edge = edge_.get();
       if (pass_ != PassKind::Forward) {  // the backward consumes a forward's out and lse
         set.out = DeviceBuffer(nhd * elem);
         set.lse = DeviceBuffer(nh * sizeof(float));
@@ -186,6 +191,17 @@ class PassMeasurer final : public tuner::Measurer {
     long long count;
     bool features;  // in the op's dtype (else float32)
   };
+  static constexpr int kEdgeIndex = 8;  // slot of the edge features (kSlotEdge)
+
+  // Elements, element size and type of an input slot (and of its gradient).
+  long long slot_count(int s) const {
+    const long long hd = static_cast<long long>(op_.heads) * op_.dim;
+    if (s < 5) return static_cast<long long>(g_.num_nodes()) * hd;
+    if (s == kEdgeIndex) return static_cast<long long>(g_.num_edges()) * op_.heads * edge_width(op_);
+    return s == 7 ? 1 : hd;
+  }
+  bool slot_in_op_dtype(int s) const { return s < 5 || (s == kEdgeIndex && op_.model != DFGNN_MODEL_GAT); }
+  size_t slot_elem(int s) const { return slot_in_op_dtype(s) ? dtype_size(op_.dtype) : sizeof(float); }
 
   // A backward pass candidate runs with the default schedule on the other pass.
   std::string launch_text(const std::string& candidate) const {
@@ -221,19 +237,18 @@ class PassMeasurer final : public tuner::Measurer {
     }
     dfgnn_grads_t grads{};
     void** g = reinterpret_cast<void**>(&grads);
-    for (int k = 0; k < 8; ++k) g[k] = grads_[k].get();
+    for (int k = 0; k < kNumSlots; ++k) g[k] = grads_[k].get();
     backward(ctx_, g_, op_, s.inputs, s.out.get(), s.lse.as<const float>(), s.grad_out.get(), grads, args(text));
   }
 
   std::vector<Output> outputs() const {
     const long long nh = static_cast<long long>(g_.num_nodes()) * op_.heads, nhd = nh * op_.dim;
     if (pass_ == PassKind::Forward) return {{"out", out_.get(), nhd, true}, {"lse", lse_.get(), nh, false}};
-    static const char* names[8] = {"grad h", "grad h_dst", "grad q", "grad k", "grad v", "grad att_src", "grad att_dst",
-                                   "grad beta"};
+    static const char* names[kNumSlots] = {"grad h",       "grad h_dst",   "grad q",    "grad k",   "grad v",
+                                           "grad att_src", "grad att_dst", "grad beta", "grad edge"};
     std::vector<Output> o;
-    const long long hd = static_cast<long long>(op_.heads) * op_.dim;
-    for (int k = 0; k < 8; ++k)
-      if (grads_[k].get() != nullptr) o.push_back({names[k], grads_[k].get(), k < 5 ? nhd : k == 7 ? 1 : hd, k < 5});
+    for (int k = 0; k < kNumSlots; ++k)
+      if (grads_[k].get() != nullptr) o.push_back({names[k], grads_[k].get(), slot_count(k), slot_in_op_dtype(k)});
     return o;
   }
 
@@ -254,8 +269,8 @@ class PassMeasurer final : public tuner::Measurer {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<InputSet> sets_;
-  DeviceBuffer att_src_, att_dst_, beta_, workspace_, out_, lse_;
-  DeviceBuffer grads_[8];
+  DeviceBuffer att_src_, att_dst_, beta_, edge_, workspace_, out_, lse_;
+  DeviceBuffer grads_[kNumSlots];
   size_t workspace_bytes_ = 0;
   std::vector<DeviceBuffer> trusted_;
   std::string schedule_text_;
@@ -267,7 +282,7 @@ class PassMeasurer final : public tuner::Measurer {
 PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec,
                      double budget_s) {
   require_device("tuning");
-  validate_op(op, graph.num_nodes());
+  validate_op(op, graph.num_nodes(), graph.num_edges());
   const PassProblem problem = pass_problem(graph, op, pass, max_vec);
   OpSchedules defaults;
   defaults.row = default_schedule(pass_problem(graph, op, pass == PassKind::Forward ? PassKind::Forward : PassKind::BackwardRow, max_vec));
