@@ -16,6 +16,7 @@
 #   BUDGET         total seconds (360); per-step limits: T_INSTALL (150), T_PYTEST (150), T_CORA (45),
 #                  T_TRAIN (120), T_MEMORY (90), T_INFER (30), T_OVERHEAD (40), T_DDP (90)
 #   SKIP_INSTALL   set: use the dfgnn already importable (e.g. a second run on a warm machine)
+#   PYTEST_ARGS    what pytest runs (default tests/python), e.g. one file or test ids
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
 # a second run on a warm machine rebuilds only what changed. Exit status: 0 when every step passed.
@@ -107,7 +108,7 @@ fi
 
 # ---------------------------------------------------------------- tests
 run pytest "${T_PYTEST:-150}" "$out/pytest.log" \
-  "$py" -m pytest -p no:cacheprovider -q -rs --durations=15 --junitxml="$out/pytest.xml" tests/python
+  "$py" -m pytest -p no:cacheprovider -q -rs --durations=15 --junitxml="$out/pytest.xml" ${PYTEST_ARGS:-tests/python}
 tail -4 "$out/pytest.log"
 
 # ---------------------------------------------------------------- Cora training: dfgnn vs PyG
