@@ -631,6 +631,10 @@ def test_cuda_compile_with_edges():
     torch._dynamo.reset()
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     got = _run(compiled, x, ei, ea)
+    # The self-loop rows' CUDA scatter sums are not bitwise reproducible, so results differ by rounding;
+    # a gradient that is zero analytically (GAT's att_dst: a per-row constant under the softmax) is
+    # pure rounding noise, hence the floor at a small share of the largest result.
+    scale = max(b.double().norm().item() for b in want)
     for i, (a, b) in enumerate(zip(got, want)):
-        assert _rel(a, b, 0.1 * b.double().norm().item()) < 1e-5, f"result {i}"
+        assert _rel(a, b, 1e-4 * scale) < 1e-5, f"result {i}"
     torch._dynamo.reset()
