@@ -123,6 +123,8 @@ grep -E "^\|" "$out/bench/train.md" 2>/dev/null
 run attention_memory "${T_MEMORY:-90}" "$out/bench/attention_memory.log" \
   "$py" bench/attention_memory.py --json "$out/attention_memory.json"
 grep -E "^\|" "$out/bench/attention_memory.log" 2>/dev/null
+run edge_bench "${T_EDGE:-90}" "$out/bench/edge_bench.log" "$py" bench/edge_bench.py --json "$out/edge_bench.json"
+grep -E "^\|" "$out/bench/edge_bench.log" 2>/dev/null
 run inference_bench "${T_INFER:-30}" "$out/bench/inference.log" \
   "$py" bench/train_bench.py --what inference --out "$out/bench" --datasets "$datasets"
 grep -E "^\|" "$out/bench/inference.md" 2>/dev/null
