@@ -14,7 +14,7 @@
 #   DFGNN_WHEELS   wheel directory for the build requirements scikit-build-core and nanobind when the
 #                  interpreter lacks them (default .whl); installed with --no-index
 #   BUDGET         total seconds (360); per-step limits: T_INSTALL (150), T_PYTEST (150), T_CORA (45),
-#                  T_TRAIN (120), T_MEMORY (90), T_INFER (30), T_OVERHEAD (40), T_DDP (90)
+#                  T_TRAIN (120), T_MEMORY (90), T_EDGE (90), T_INFER (30), T_OVERHEAD (40), T_DDP (90)
 #   SKIP_INSTALL   set: use the dfgnn already importable (e.g. a second run on a warm machine)
 #   PYTEST_ARGS    what pytest runs (default tests/python), e.g. one file or test ids
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
