@@ -107,15 +107,20 @@ def main(argv=None):
         plain = plain.to(args.device, dtype)
         want = step(theirs, x, edge_index, edge_attr)
         got = step(ours, x, edge_index, edge_attr)
-        # Relative to each tensor's norm, floored at a millionth of the largest: some gradients are zero
-        # analytically (a bias of the key under the softmax) and only rounding noise remains.
-        floor = 1e-6 * max(b.double().norm().item() for b in want)
-        worst = max((a.double() - b.double()).norm().item() / max(b.double().norm().item(), floor)
-                    for a, b in zip(got, want))
+        # Relative to each tensor's norm, floored at a share of the largest: some gradients are zero
+        # analytically (a bias of the key, a per-row constant under the softmax), and what remains of
+        # them is rounding noise of sums over millions of edges (float32 on the GPU).
+        floor = (1e-4 if cuda else 1e-9) * max(b.double().norm().item() for b in want)
+        names = ["out", "x", "edge_attr"] + [n for n, _ in theirs.named_parameters()]
+        errors = {n: (a.double() - b.double()).norm().item() / max(b.double().norm().item(), floor)
+                  for n, a, b in zip(names, got, want)}
+        worst_name = max(errors, key=errors.get)
+        worst = errors[worst_name]
         # float32 on the GPU; on the CPU float64, up to PyG's slope 0.2 vs dfgnn's float32 0.2.
         passed = worst < (1e-4 if cuda else 1e-7)
         ok &= passed
-        row = dict(layer=name, worst_rel_error=worst, check="ok" if passed else "FAILED")
+        row = dict(layer=name, worst_rel_error=worst, worst_tensor=worst_name, errors=errors,
+                   check="ok" if passed else "FAILED")
         for label, fn in (("pyg", lambda: step(theirs, x, edge_index, edge_attr)),
                           ("dfgnn", lambda: step(ours, x, edge_index, edge_attr)),
                           ("dfgnn_no_edge", lambda: step(plain, x, edge_index, None))):
@@ -124,7 +129,7 @@ def main(argv=None):
             row[f"{label}_peak_bytes"] = peak_extra(fn, cuda)
             row[f"{label}_ms"] = timed(fn, args.iters, cuda)
         rows.append(row)
-        print(f"  {name:16s} check {row['check']} (worst rel err {worst:.1e}); fwd+bwd ms: PyG "
+        print(f"  {name:16s} check {row['check']} (worst rel err {worst:.1e}, {worst_name}); fwd+bwd ms: PyG "
               f"{row['pyg_ms']:.3f}, dfgnn {row['dfgnn_ms']:.3f} ({row['pyg_ms'] / row['dfgnn_ms']:.2f}x), "
               f"dfgnn without edge features {row['dfgnn_no_edge_ms']:.3f}", flush=True)
         del theirs, ours, plain
