@@ -121,9 +121,10 @@ def main(argv=None):
         ok &= passed
         row = dict(layer=name, worst_rel_error=worst, worst_tensor=worst_name, errors=errors,
                    check="ok" if passed else "FAILED")
-        for label, fn in (("pyg", lambda: step(theirs, x, edge_index, edge_attr)),
-                          ("dfgnn", lambda: step(ours, x, edge_index, edge_attr)),
-                          ("dfgnn_no_edge", lambda: step(plain, x, edge_index, None))):
+        for label, layer, ea in (("pyg", theirs, edge_attr), ("dfgnn", ours, edge_attr),
+                                 ("dfgnn_no_edge", plain, None)):
+            def fn(layer=layer, ea=ea):
+                return step(layer, x, edge_index, ea)
             for _ in range(args.warmup):
                 fn()
             row[f"{label}_peak_bytes"] = peak_extra(fn, cuda)

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import dfgnn
-from conftest import HAS_TORCH, dataset_roots, find_dataset, requires_torch, requires_torch_cuda
+from conftest import (HAS_TORCH, LAYER_TOL, check_layer_grads, dataset_roots, find_dataset, rel_error,
+                      requires_torch, requires_torch_cuda)
 
 if HAS_TORCH:
     import torch
@@ -562,8 +563,6 @@ CUDA_LAYERS = [
     ("GATv2Conv", dict(in_channels=16, out_channels=8, heads=4, edge_dim=4, fill_value="max")),
     ("TransformerConv", dict(in_channels=16, out_channels=16, heads=4, edge_dim=4)),
 ]
-# norm-wise relative error bounds against PyG in float64 (output, gradients), as test_torch.py's
-LAYER_TOL = {"float32": (1e-4, 1e-4), "bfloat16": (3e-2, 8e-2)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -574,9 +573,7 @@ def _test_edges(name):
     return None if d is None else dfgnn.Graph.from_file(d).edge_index()
 
 
-def _rel(a, b, floor=0.0):
-    a, b = a.detach().double(), b.detach().double()
-    return ((a - b).norm() / max(b.norm().item(), floor, 1e-300)).item()
+_rel = rel_error
 
 
 @requires_torch_cuda
@@ -607,14 +604,7 @@ def test_cuda_layers_with_edges_match_pyg(name, kw, graph_name, precision):
     go = torch.randn_like(b)
     a.backward(go.to(a.dtype))
     b.backward(go)
-    pairs = {"x": (x1.grad, x2.grad), "edge_attr": (e1.grad, e2.grad)}
-    theirs_params = dict(theirs.named_parameters())
-    for pname, p in ours.named_parameters():
-        pairs[pname] = (p.grad, theirs_params[pname].grad)
-    floor = 0.1 * max(want.norm().item() for _, want in pairs.values())
-    errors = {k: _rel(got, want, floor) for k, (got, want) in pairs.items()}
-    bad = {k: f"{v:.3g}" for k, v in errors.items() if not v < grad_tol}
-    assert not bad, f"gradients beyond {grad_tol} (relative error): {bad}"
+    check_layer_grads(ours, theirs, {"x": (x1.grad, x2.grad), "edge_attr": (e1.grad, e2.grad)}, grad_tol)
 
 
 @requires_torch_cuda
