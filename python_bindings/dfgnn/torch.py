@@ -46,9 +46,13 @@ in PyG. ``return_attention_weights`` as in PyG (computed on request with torch o
 dropout in training). ``edge_dim`` / ``edge_attr`` as in PyG (``lin_edge``, GATConv's ``att_edge``,
 ``fill_value`` for the self-loops' features; see :func:`self_loop_edge_attr`); unlike PyG, an
 ``edge_attr`` given to a layer without ``edge_dim``, or none given to one with it, is a ValueError.
-Not supported yet (NotImplementedError): bipartite inputs (tuple ``in_channels`` or ``x``), lazy
-``in_channels=-1``, sparse adjacency inputs, ``aggr``/``flow`` other than PyG's defaults (other unknown
-keywords are a TypeError, as in PyG).
+Lazy ``in_channels=-1`` (also inside a pair) as in PyG: the Linears materialise at the first call
+with PyG's initialisation. Bipartite inputs as in PyG (pair ``in_channels``, ``x=(x_src, x_dst)``,
+edge_index row 0 into x_src, row 1 into x_dst; GATConv's ``size``; GAT's and GATv2's self-loops
+i -> i for i < min(N_src, N_dst)): the layers run them on one square graph of N_src + N_dst nodes
+(destination i is node N_src + i), built once per edge_index tensor; a prebuilt dfgnn.Graph has one
+node set and is refused with them. Not supported yet (NotImplementedError): sparse adjacency inputs,
+``aggr``/``flow`` other than PyG's defaults (other unknown keywords are a TypeError, as in PyG).
 """
 
 try:
@@ -59,11 +63,12 @@ except ImportError as _e:  # pragma: no cover - exercised where torch is absent
 
 import math
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
 from . import _dfgnn
-from ._errors import InvalidArgumentError, invalid_argument
+from ._errors import InvalidArgumentError, Status, invalid_argument, make_error
 from ._graph import Graph, graph_by_key
 from ._op import EDGE_MODELS, MODEL_INPUTS, Direction, check_dropout, check_dropout_seed, make_op
 
@@ -107,7 +112,15 @@ def graph(edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates
         return Graph(edge_index, num_nodes, add_self_loops=add_self_loops, reject_duplicates=reject_duplicates)
     if num_nodes is None:
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() > 0 else 0
-    key = (id(edge_index), int(num_nodes), bool(add_self_loops), bool(reject_duplicates))
+    return _cached(edge_index, (int(num_nodes), bool(add_self_loops), bool(reject_duplicates)),
+                   lambda ei: Graph(ei, num_nodes, add_self_loops=add_self_loops,
+                                    reject_duplicates=reject_duplicates))
+
+
+def _cached(edge_index, options, build):
+    """The Graph build(detached contiguous edge_index, or its DLPack capsule on CUDA) makes, cached
+    by (the tensor, options) while the tensor lives unmodified."""
+    key = (id(edge_index),) + options
     hit = _graph_cache.get(key)
     if hit is not None and hit[0]() is edge_index and hit[1] == _version(edge_index):
         return hit[2]
@@ -119,9 +132,9 @@ def graph(edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates
         # stream that produced edge_index finish first.
         torch.cuda.current_stream(ei.device).synchronize()
         with torch.cuda.device(ei.device):
-            g = Graph(_dl(ei), num_nodes, add_self_loops=add_self_loops, reject_duplicates=reject_duplicates)
+            g = build(_dl(ei))
     else:
-        g = Graph(ei, num_nodes, add_self_loops=add_self_loops, reject_duplicates=reject_duplicates)
+        g = build(ei)
     if len(_graph_cache) >= _CACHE_SIZE:
         _graph_cache.pop(next(iter(_graph_cache)))
     try:
@@ -130,6 +143,31 @@ def graph(edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates
         return g
     _graph_cache[key] = (ref, _version(edge_index), g)
     return g
+
+
+def _bipartite_graph(edge_index, num_src, num_dst, add_self_loops):
+    """The square Graph of num_src + num_dst nodes that runs a bipartite PyG edge_index (row 0
+    indexes the sources, row 1 the destinations): sources keep their ids, destination i becomes
+    num_src + i, and edge ids stay the columns' order. add_self_loops as PyG's GATConv and GATv2Conv
+    do for a pair (x_src, x_dst): columns with equal ids are removed, then i -> i is added for
+    i < min(num_src, num_dst). Cached like graph()."""
+    def build(_ei):
+        # on the host: the id ranges are checked against both node sets (the relabelling would
+        # otherwise turn a source id past num_src into a destination)
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.is_floating_point():
+            raise invalid_argument(f"edge_index must be an integer tensor [2, E], got {edge_index.dtype} "
+                                   f"{list(edge_index.shape)}", kind="shape")
+        src, dst = edge_index.detach().cpu().long().numpy()
+        if src.size and (src.min() < 0 or src.max() >= num_src or dst.min() < 0 or dst.max() >= num_dst):
+            raise make_error(Status.INDEX_OUT_OF_RANGE, "", f"a bipartite edge_index needs sources in [0, {num_src}) "
+                             f"(rows of x_src) and destinations in [0, {num_dst}) (rows of x_dst), got sources in "
+                             f"[{src.min()}, {src.max()}] and destinations in [{dst.min()}, {dst.max()}]", "value")
+        if add_self_loops:
+            keep = src != dst
+            loops = np.arange(min(num_src, num_dst), dtype=np.int64)
+            src, dst = np.concatenate([src[keep], loops]), np.concatenate([dst[keep], loops])
+        return Graph(np.stack([src, dst + num_src]), num_src + num_dst)
+    return _cached(edge_index, ("bipartite", int(num_src), int(num_dst), bool(add_self_loops)), build)
 
 
 # ---------------------------------------------------------------- running one op
@@ -349,7 +387,9 @@ class AGNNFunction(_AttentionFunction):
 #   - a dfgnn.Graph travels by Graph.key, an int (torch.compile guards on it or makes it symbolic);
 #     the op looks the live Graph up in a weak registry (dfgnn._graph.graph_by_key);
 #   - an edge_index tensor travels as itself and becomes a Graph inside the op, where real data
-#     exists (through graph()'s cache: built once per edge_index tensor, not per call).
+#     exists (through graph()'s cache: built once per edge_index tensor, not per call). Its
+#     graph_key is 0, or 1 + N_src for a bipartite edge_index of the layers (sources 0..N_src-1,
+#     the rest of the op's N rows destinations; see _bipartite_graph).
 # Torch's opaque-object support for custom ops is still changing between releases (2.11 and 2.15
 # differ), so an int key is the portable choice.
 #
@@ -380,6 +420,8 @@ def _full(extra, count=10):
 
 
 def _op_graph(edge_index, key, add_self_loops, num_nodes):
+    if edge_index is not None and key:
+        return _bipartite_graph(edge_index, key - 1, num_nodes - key + 1, add_self_loops)
     if edge_index is not None:
         return graph(edge_index, num_nodes, add_self_loops=add_self_loops)
     return graph_by_key(key)
@@ -488,9 +530,26 @@ def _by_key_or_none(key):
 OPS = {model: _define_ops(model) for model in MODEL_INPUTS}
 
 
+class _Bipartite(NamedTuple):
+    """A layer's bipartite edge_index and its source count: the graph argument that runs it on the
+    square graph of _bipartite_graph (the op's features have the sources' rows, then the
+    destinations')."""
+    edge_index: "torch.Tensor"
+    num_src: int
+
+
+def _resolve(g, num_nodes, add_self_loops):
+    """The Graph of a graph argument (a Graph, an edge_index or a _Bipartite) for num_nodes rows."""
+    if isinstance(g, _Bipartite):
+        return _bipartite_graph(g.edge_index, g.num_src, num_nodes - g.num_src, add_self_loops)
+    return graph(g, num_nodes, add_self_loops=add_self_loops)
+
+
 def _graph_spec(g, add_self_loops, num_nodes):
     """(Graph or None, (edge_index, graph_key, add_self_loops)) of a graph argument, for the custom
     ops; the Graph is returned so that the caller holds it during the call."""
+    if isinstance(g, _Bipartite):
+        return None, (g.edge_index, 1 + g.num_src, bool(add_self_loops))
     if isinstance(g, torch.Tensor):
         return None, (g, 0, bool(add_self_loops))
     if not isinstance(g, Graph):
@@ -538,7 +597,7 @@ def _call(model, g, tensors, add_self_loops, negative_slope=0.2, scale=None, det
                     for t in tensors + edge_arg)
             and not isinstance(dropout_seed, torch.SymInt)):
         if not isinstance(g, Graph):
-            g = graph(g, tensors[0].shape[0], add_self_loops=add_self_loops)
+            g = _resolve(g, tensors[0].shape[0], add_self_loops)
         options = (() if model == "agnn" else (None if scale is None else float(scale),) if model == "transformer"
                    else (float(negative_slope),))
         return _FUNCTIONS[model].apply(g, *tensors, *options, bool(deterministic), schedule, dropout, dropout_seed,
@@ -687,11 +746,35 @@ def _glorot(t):
             t.uniform_(-a, a)
 
 
+class _LazyGlorotLinear(torch.nn.LazyLinear):
+    """PyG's Linear(-1, ..., weight_initializer='glorot'): the parameters materialise at the first
+    call, then take glorot's weight and the default bias."""
+    cls_to_become = None  # stays this class after materialising: reset_parameters stays glorot
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            _reset_glorot_linear(self)
+
+
 def _linear(in_channels, out_channels, bias, glorot):
+    """PyG's Linear: glorot or torch.nn.Linear's initialisation; lazy for in_channels <= 0 (PyG's
+    -1: materialised and initialised at the first call, as PyG's UninitializedParameter)."""
+    if in_channels <= 0:
+        return _LazyGlorotLinear(out_channels, bias=bias) if glorot else torch.nn.LazyLinear(out_channels, bias=bias)
     lin = torch.nn.Linear(in_channels, out_channels, bias=bias)
     if glorot:
         _reset_glorot_linear(lin)
     return lin
+
+
+def _reset_linear(lin, glorot):
+    """Re-initialises a layer's Linear as PyG's; a lazy one not called yet initialises at its first call."""
+    if lin is None or isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
+        return
+    if glorot:
+        _reset_glorot_linear(lin)
+    else:
+        lin.reset_parameters()
 
 
 def _reset_glorot_linear(lin):
@@ -715,34 +798,73 @@ def _check_kwargs(name, kwargs):
                                       f"(only {defaults[key]!r})")
 
 
-def _check_x(name, x):
-    if isinstance(x, (tuple, list)):
-        raise NotImplementedError(f"dfgnn.torch.{name}: bipartite (x_src, x_dst) inputs are not supported yet")
+def _split_x(name, x, dst_optional=False):
+    """(x_src, x_dst, bipartite) of a layer's x: one tensor, or PyG's pair (x_src, x_dst) (x_dst
+    None only where PyG's layer takes it: GATConv)."""
+    if not isinstance(x, (tuple, list)):
+        return x, x, False
+    if len(x) != 2:
+        raise invalid_argument(f"dfgnn.torch.{name}: x must be a tensor or a pair (x_src, x_dst), got {len(x)} "
+                               f"items", kind="type")
+    x_src, x_dst = x
+    _check_tensor(x_src, "x_src")
+    if x_dst is not None:
+        _check_tensor(x_dst, "x_dst")
+    elif not dst_optional:
+        raise invalid_argument(f"dfgnn.torch.{name}: x_dst is None, which PyG's {name} does not take either "
+                               f"(only GATConv does)", kind="type")
+    return x_src, x_dst, True
 
 
-def _unsupported(name, **args):
-    for arg, value in args.items():
-        if value:
-            raise NotImplementedError(f"dfgnn.torch.{name}: {arg} is not supported yet")
+def _pair_sizes(x_src, x_dst, size=None):
+    """(N_src, N_dst) as PyG's MessagePassing takes them: the tensors' rows (x_src's for a missing
+    x_dst, unless size gives it); a size that disagrees with the tensors is PyG's ValueError."""
+    n_src = x_src.size(0)
+    n_dst = n_src if x_dst is None else x_dst.size(0)
+    if size is not None:
+        for want, t in zip(size, (x_src, x_dst)):
+            if want is not None and t is not None and t.size(0) != want:
+                raise invalid_argument(f"Encountered tensor with size {t.size(0)} in dimension 0, but expected size "
+                                       f"{want} (size={tuple(size)})", kind="shape")
+        if x_dst is None and size[1] is not None:
+            n_dst = size[1]
+    return n_src, n_dst
 
 
-def _int_channels(name, in_channels):
-    if not isinstance(in_channels, int):
-        raise NotImplementedError(f"dfgnn.torch.{name}: bipartite (tuple) in_channels are not supported yet")
-    if in_channels == -1:
-        raise NotImplementedError(f"dfgnn.torch.{name}: lazy initialization (in_channels=-1) is not supported yet")
-    return in_channels
+def _channels(name, in_channels):
+    """(source, destination) input widths: in_channels is an int or PyG's pair (in_src, in_dst); a
+    width <= 0 (PyG's -1) is lazy."""
+    pair = tuple(in_channels) if isinstance(in_channels, (tuple, list)) else (in_channels, in_channels)
+    if len(pair) != 2 or not all(isinstance(c, int) for c in pair):
+        raise TypeError(f"dfgnn.torch.{name}: in_channels must be an int or a pair of ints (in_src, in_dst), got "
+                        f"{in_channels!r}")
+    return pair
+
+
+def _check_layout(edge_index):
+    if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+        raise NotImplementedError(f"dfgnn.torch layers take an edge_index [2, E] or a dfgnn.Graph; a sparse "
+                                  f"adjacency ({edge_index.layout}) is not supported yet")
 
 
 def _layer_graph(edge_index, x, add_self_loops):
     """A Graph is used as given (build it with add_self_loops=True for PyG's default); an
     edge_index tensor goes to the op as it is (the op caches its Graph, also under torch.compile)."""
-    if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
-        raise NotImplementedError(f"dfgnn.torch layers take an edge_index [2, E] or a dfgnn.Graph; a sparse "
-                                  f"adjacency ({edge_index.layout}) is not supported yet")
+    _check_layout(edge_index)
     if isinstance(edge_index, (Graph, torch.Tensor)):
         return edge_index
     return graph(edge_index, x.size(0), add_self_loops=add_self_loops)
+
+
+def _pair_graph(name, edge_index, num_src):
+    """The graph argument of a bipartite call: the edge_index (row 0 indexes x_src, row 1 x_dst)
+    with the source count; the op runs it on _bipartite_graph's square graph, cached per tensor."""
+    _check_layout(edge_index)
+    if isinstance(edge_index, Graph):
+        raise invalid_argument(f"dfgnn.torch.{name}: a dfgnn.Graph has one node set, so it cannot run bipartite "
+                               f"inputs (x_src, x_dst){' or separate lin_src / lin_dst' if name == 'GATConv' else ''}"
+                               f": pass the edge_index (row 0 indexes x_src, row 1 x_dst)", kind="type")
+    return _Bipartite(torch.as_tensor(edge_index), num_src)
 
 
 # PyG's add_self_loops(edge_attr, fill_value=<str>) reductions (torch_geometric.utils.scatter's names)
@@ -799,15 +921,24 @@ def self_loop_edge_attr(edge_index, edge_attr, num_nodes=None, fill_value="mean"
     ei = torch.as_tensor(edge_index)
     if num_nodes is None:
         num_nodes = int(ei.max()) + 1 if ei.numel() > 0 else 0
+    return _with_loop_rows(ei, edge_attr, num_nodes, fill_value)
+
+
+def _with_loop_rows(ei, edge_attr, num_loops, fill_value, num_dst=0):
+    """self_loop_edge_attr with num_loops loops; a reduction runs over max(num_loops, num_dst)
+    destinations (a bipartite graph has loops only for i < min(N_src, N_dst), where PyG's scatter
+    fails on edges into the destinations past them)."""
     ei = ei.to(edge_attr.device)
     keep = ei[0] != ei[1]
     edge_attr, dst = edge_attr[keep], ei[1][keep].long()
-    return torch.cat([edge_attr, _loop_fill(edge_attr, dst, num_nodes, fill_value)], dim=0)
+    loops = _loop_fill(edge_attr, dst, max(num_loops, num_dst), fill_value)[:num_loops]
+    return torch.cat([edge_attr, loops], dim=0)
 
 
-def _layer_edge_attr(layer, name, edge_index, x, edge_attr, add_self_loops, flat=True):
+def _layer_edge_attr(layer, name, edge_index, nodes, edge_attr, add_self_loops, flat=True):
     """A layer's edge_attr as [E', edge_dim] rows by the graph's edge ids (for lin_edge), or None
-    without edge_dim. With an edge_index, edge_attr has a row per column, and with add_self_loops the
+    without edge_dim; nodes: N, or (N_src, N_dst) for a bipartite edge_index. With an edge_index,
+    edge_attr has a row per column, and with add_self_loops the
     loops' rows are made as PyG makes them (self_loop_edge_attr, the layer's fill_value); with a
     dfgnn.Graph, a row per edge id of the graph, its self-loops included. A 1-D [E] edge_attr is
     [E, 1] where PyG takes it (flat). PyG ignores edge_attr without edge_dim (GATConv) or fails, and
@@ -841,12 +972,17 @@ def _layer_edge_attr(layer, name, edge_index, x, edge_attr, add_self_loops, flat
         if (type(edge_index) in _PLAIN and not torch.compiler.is_compiling()
                 and not _functorch_wrapped(edge_index)):
             # a bad edge_index fails here, before the self-loop rows index with it (the Graph is cached)
-            graph(edge_index, x.size(0), add_self_loops=add_self_loops)
+            if isinstance(nodes, tuple):
+                _bipartite_graph(edge_index, *nodes, add_self_loops)
+            else:
+                graph(edge_index, nodes, add_self_loops=add_self_loops)
         if edge_attr.shape[0] != ei.shape[1]:
             raise invalid_argument(f"dfgnn.torch.{name}: edge_attr has {edge_attr.shape[0]} rows, but edge_index "
                                    f"has {ei.shape[1]} edges", kind="shape")
         if add_self_loops:
-            edge_attr = self_loop_edge_attr(ei, edge_attr, x.size(0), layer.fill_value)
+            # PyG's loops: one per node, or i -> i for i < min(N_src, N_dst) of a bipartite graph
+            num_loops, num_dst = (min(nodes), nodes[1]) if isinstance(nodes, tuple) else (nodes, nodes)
+            edge_attr = _with_loop_rows(ei, edge_attr, num_loops, layer.fill_value, num_dst)
     return edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
 
 
@@ -866,17 +1002,21 @@ def _attention_weights(layer, g, x, score_fn):
     order (PyG's order: an edge_index's columns, with self-loops those that are not loops, then the
     added loops) and alpha [E, H] their attention weights. The fused kernels never store these E x H
     values, so they are computed here only when asked for, with torch ops: score_fn(src, dst) gives
-    the [E, H] scores (edge features are in edge id order already), softmax per destination.
-    Differentiable."""
+    the [E, H] scores (edge features are in edge id order already), softmax per destination. x: the
+    op's features (for a bipartite graph, sources' rows then destinations'; the edge_index returned
+    has PyG's ids). Differentiable."""
     if layer.training and layer.dropout != 0:
         raise NotImplementedError(f"dfgnn.torch.{type(layer).__name__}: return_attention_weights with attention "
                                   "dropout in training mode is not supported yet (call eval() first)")
+    spec = g
     if not isinstance(g, Graph):
-        g = graph(g, x.size(0), add_self_loops=getattr(layer, "add_self_loops", False))
+        g = _resolve(g, x.size(0), getattr(layer, "add_self_loops", False))
     _check_graph(g)
     by_id = np.argsort(g.csr()[2], kind="stable")  # CSR positions in edge id order
     edge_index = torch.from_numpy(np.ascontiguousarray(g.edge_index()[:, by_id])).to(x.device)
     src, dst = edge_index[0], edge_index[1]
+    if isinstance(spec, _Bipartite):
+        edge_index = torch.stack([src, dst - spec.num_src])
     scores = score_fn(src, dst)
     work = scores if scores.dtype == torch.float64 else scores.float()
     n, heads = g.num_nodes, work.shape[1]
@@ -889,26 +1029,34 @@ def _attention_weights(layer, g, x, score_fn):
 
 class GATConv(torch.nn.Module):
     """PyG's GATConv on dfgnn's fused kernels (same arguments and parameter names:
-    ``lin.weight``, ``att_src``, ``att_dst``, ``lin_edge.weight``, ``att_edge``, ``bias``,
-    ``res.weight``).
+    ``lin.weight``, or ``lin_src`` / ``lin_dst`` for a pair ``in_channels``, ``att_src``,
+    ``att_dst``, ``lin_edge.weight``, ``att_edge``, ``bias``, ``res.weight``; ``in_channels=-1``
+    is lazy, as PyG's).
 
-    ``forward(x, edge_index, edge_attr=None)`` with ``edge_index`` a PyG edge_index tensor or a
-    :class:`dfgnn.Graph` (used as given: build it with ``add_self_loops=True`` to match PyG's
-    default). ``edge_attr`` (with ``edge_dim``): [E, edge_dim] (or [E]) rows of the edge_index's
-    columns, the self-loops' rows made from ``fill_value`` as in PyG; with a Graph, one row per
-    edge id of the graph (see :func:`self_loop_edge_attr`). ``dropout``: attention dropout in
-    training mode, a new mask per call (seeded from torch's default CPU generator); none in eval
-    mode."""
+    ``forward(x, edge_index, edge_attr=None, size=None, return_attention_weights=None)`` with ``x``
+    a tensor or PyG's pair ``(x_src, x_dst)`` (``x_dst`` may be None; then ``size`` or ``x_src``
+    gives the destinations' count) and ``edge_index`` a PyG edge_index tensor or, for one node set
+    (an int ``in_channels`` and a tensor ``x``), a :class:`dfgnn.Graph` (used as given: build it
+    with ``add_self_loops=True`` to match PyG's default). ``edge_attr`` (with ``edge_dim``):
+    [E, edge_dim] (or [E]) rows of the edge_index's columns, the self-loops' rows made from
+    ``fill_value`` as in PyG; with a Graph, one row per edge id of the graph (see
+    :func:`self_loop_edge_attr`). ``dropout``: attention dropout in training mode, a new mask per
+    call (seeded from torch's default CPU generator); none in eval mode."""
 
     def __init__(self, in_channels, out_channels, heads=1, concat=True, negative_slope=0.2, dropout=0.0,
                  add_self_loops=True, edge_dim=None, fill_value="mean", bias=True, residual=False, **kwargs):
         super().__init__()
         _check_kwargs("GATConv", kwargs)
-        in_channels = _int_channels("GATConv", in_channels)
+        in_src, in_dst = _channels("GATConv", in_channels)
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
         self.negative_slope, self.dropout, self.add_self_loops = negative_slope, dropout, add_self_loops
         self.edge_dim, self.fill_value, self.residual = edge_dim, fill_value, residual
-        self.lin = _linear(in_channels, heads * out_channels, False, True)
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = _linear(in_channels, heads * out_channels, False, True)
+        else:
+            self.lin_src = _linear(in_src, heads * out_channels, False, True)
+            self.lin_dst = _linear(in_dst, heads * out_channels, False, True)
         self.att_src = torch.nn.Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = torch.nn.Parameter(torch.empty(1, heads, out_channels))
         if edge_dim is not None:
@@ -918,16 +1066,13 @@ class GATConv(torch.nn.Module):
             self.lin_edge = None
             self.register_parameter("att_edge", None)
         total = out_channels * (heads if concat else 1)
-        self.res = _linear(in_channels, total, False, True) if residual else None
+        self.res = _linear(in_dst, total, False, True) if residual else None
         self.bias = torch.nn.Parameter(torch.empty(total)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self):
-        torch.nn.init.xavier_uniform_(self.lin.weight)
-        if self.lin_edge is not None:
-            torch.nn.init.xavier_uniform_(self.lin_edge.weight)
-        if self.res is not None:
-            torch.nn.init.xavier_uniform_(self.res.weight)
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
+            _reset_linear(lin, True)
         _glorot(self.att_src)
         _glorot(self.att_dst)
         _glorot(self.att_edge)
@@ -935,12 +1080,24 @@ class GATConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
-        _check_x("GATConv", x)
-        _unsupported("GATConv", size=size is not None)
         H, C = self.heads, self.out_channels
-        g = _layer_graph(edge_index, x, self.add_self_loops)
-        h = self.lin(x).view(-1, H, C)
-        edge_attr = _layer_edge_attr(self, "GATConv", edge_index, x, edge_attr, self.add_self_loops)
+        x_src, x_dst, pair = _split_x("GATConv", x, dst_optional=True)
+        n_src, n_dst = _pair_sizes(x_src, x_dst, size)
+        bipartite = pair or self.lin is None
+        if not bipartite:
+            g = _layer_graph(edge_index, x, self.add_self_loops)
+            h = self.lin(x).view(-1, H, C)
+        else:
+            # Sources and destinations as one square graph (_bipartite_graph): the op's rows are the
+            # sources' projections, then the destinations' (zeros without x_dst: PyG then leaves the
+            # att_dst term out); lin_src / lin_dst on one node set take this path with x as both.
+            g = _pair_graph("GATConv", edge_index, n_src)
+            lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
+            h_src = lin_src(x_src).view(-1, H, C)
+            h_dst = h_src.new_zeros(n_dst, H, C) if x_dst is None else lin_dst(x_dst).view(-1, H, C)
+            h = torch.cat([h_src, h_dst])
+        nodes = (n_src, n_dst) if bipartite else n_src
+        edge_attr = _layer_edge_attr(self, "GATConv", edge_index, nodes, edge_attr, self.add_self_loops)
         # PyG's alpha_edge = (lin_edge(edge_attr).view(-1, H, C) * att_edge).sum(-1), the [E, H] logit
         # term, with att_edge folded into lin_edge's weight first ([H, edge_dim]): the same sum without
         # the E x H x C intermediate, which made the edge term cost 5x the attention on R-MAT 2^18.
@@ -949,11 +1106,14 @@ class GATConv(torch.nn.Module):
             folded = (self.lin_edge.weight.view(H, C, -1) * self.att_edge.view(H, C, 1)).sum(1)
             alpha_edge = torch.nn.functional.linear(edge_attr, folded)
         dropout, seed = _attention_dropout(self)
-        out = gat(g, h, self.att_src, self.att_dst, negative_slope=self.negative_slope,
+        att_dst = self.att_dst if x_dst is not None else self.att_dst.detach()  # unused by PyG: no gradient
+        out = gat(g, h, self.att_src, att_dst, negative_slope=self.negative_slope,
                   add_self_loops=self.add_self_loops, dropout=dropout, dropout_seed=seed, edge=alpha_edge)
+        if bipartite:
+            out = out[n_src:]
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-        if self.res is not None:
-            out = out + self.res(x)
+        if self.res is not None and x_dst is not None:
+            out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
         if return_attention_weights:  # as PyG 2.8's GATConv (TransformerConv also returns them for False)
@@ -963,7 +1123,7 @@ class GATConv(torch.nn.Module):
                 if alpha_edge is not None:
                     z = z + alpha_edge.to(z.dtype)
                 return torch.nn.functional.leaky_relu(z, self.negative_slope)
-            return out, _attention_weights(self, g, x, scores)
+            return out, _attention_weights(self, g, h, scores)
         return out
 
     def __repr__(self):
@@ -972,57 +1132,69 @@ class GATConv(torch.nn.Module):
 
 class GATv2Conv(torch.nn.Module):
     """PyG's GATv2Conv on dfgnn's fused kernels (parameters ``lin_l``, ``lin_r``, ``att``,
-    ``lin_edge``, ``bias``, ``res``); ``edge_attr`` and ``dropout`` as in :class:`GATConv`."""
+    ``lin_edge``, ``bias``, ``res``); ``x`` a tensor or a pair ``(x_src, x_dst)`` (lin_l on
+    x_src, lin_r on x_dst), with an edge_index; lazy ``in_channels``, ``edge_attr`` and ``dropout``
+    as in :class:`GATConv`."""
 
     def __init__(self, in_channels, out_channels, heads=1, concat=True, negative_slope=0.2, dropout=0.0,
                  add_self_loops=True, edge_dim=None, fill_value="mean", bias=True, share_weights=False,
                  residual=False, **kwargs):
         super().__init__()
         _check_kwargs("GATv2Conv", kwargs)
-        in_channels = _int_channels("GATv2Conv", in_channels)
+        in_src, in_dst = _channels("GATv2Conv", in_channels)
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
         self.negative_slope, self.dropout, self.add_self_loops = negative_slope, dropout, add_self_loops
         self.edge_dim, self.fill_value, self.residual = edge_dim, fill_value, residual
         self.share_weights = share_weights
-        self.lin_l = _linear(in_channels, heads * out_channels, bias, True)
-        self.lin_r = self.lin_l if share_weights else _linear(in_channels, heads * out_channels, bias, True)
+        self.lin_l = _linear(in_src, heads * out_channels, bias, True)
+        self.lin_r = self.lin_l if share_weights else _linear(in_dst, heads * out_channels, bias, True)
         self.att = torch.nn.Parameter(torch.empty(1, heads, out_channels))
         self.lin_edge = None if edge_dim is None else _linear(edge_dim, heads * out_channels, False, True)
         total = out_channels * (heads if concat else 1)
-        self.res = _linear(in_channels, total, False, True) if residual else None
+        self.res = _linear(in_dst, total, False, True) if residual else None
         self.bias = torch.nn.Parameter(torch.empty(total)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self):
         for lin in (self.lin_l, self.lin_r, self.lin_edge, self.res):
-            if lin is not None:
-                _reset_glorot_linear(lin)
+            _reset_linear(lin, True)
         _glorot(self.att)
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
-        _check_x("GATv2Conv", x)
         H, C = self.heads, self.out_channels
-        g = _layer_graph(edge_index, x, self.add_self_loops)
-        x_l = self.lin_l(x).view(-1, H, C)
-        x_r = x_l if self.share_weights else self.lin_r(x).view(-1, H, C)
-        edge_attr = _layer_edge_attr(self, "GATv2Conv", edge_index, x, edge_attr, self.add_self_loops)
+        x_src, x_dst, pair = _split_x("GATv2Conv", x)
+        x_l = self.lin_l(x_src).view(-1, H, C)
+        x_r = x_l if self.share_weights and not pair else self.lin_r(x_dst).view(-1, H, C)
+        if pair:
+            # one square graph (_bipartite_graph): sources' rows, then destinations'; each side's
+            # rows of the other side's input are zeros (no edge reads them)
+            n_src, n_dst = x_src.size(0), x_dst.size(0)
+            g = _pair_graph("GATv2Conv", edge_index, n_src)
+            h, h_dst = torch.cat([x_l, x_l.new_zeros(n_dst, H, C)]), torch.cat([x_r.new_zeros(n_src, H, C), x_r])
+        else:
+            g = _layer_graph(edge_index, x, self.add_self_loops)
+            h, h_dst = x_l, x_r
+        nodes = (n_src, n_dst) if pair else x.size(0)
+        edge_attr = _layer_edge_attr(self, "GATv2Conv", edge_index, nodes, edge_attr, self.add_self_loops)
         edge = None if edge_attr is None else self.lin_edge(edge_attr).view(-1, H, C)
         dropout, seed = _attention_dropout(self)
-        out = gatv2(g, x_l, x_r, self.att, negative_slope=self.negative_slope, add_self_loops=self.add_self_loops,
+        out = gatv2(g, h, h_dst, self.att, negative_slope=self.negative_slope, add_self_loops=self.add_self_loops,
                     dropout=dropout, dropout_seed=seed, edge=edge)
+        if pair:
+            out = out[n_src:]
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
-            out = out + self.res(x)
+            out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
         if return_attention_weights:  # as PyG 2.8's GATv2Conv
             def scores(src, dst):
-                z = x_l[src] + x_r[dst]
+                z = h[src] + h_dst[dst]
                 z = torch.nn.functional.leaky_relu(z if edge is None else z + edge.to(z.dtype), self.negative_slope)
                 return (z * self.att.view(1, H, C).to(z.dtype)).sum(-1)
-            return out, _attention_weights(self, g, x, scores)
+            return out, _attention_weights(self, g, h, scores)
         return out
 
     def __repr__(self):
@@ -1032,44 +1204,56 @@ class GATv2Conv(torch.nn.Module):
 class TransformerConv(torch.nn.Module):
     """PyG's TransformerConv on dfgnn's fused kernels (parameters ``lin_key``, ``lin_query``,
     ``lin_value``, ``lin_edge``, ``lin_skip``, ``lin_beta``). Like PyG, it adds no self-loops;
-    ``edge_attr`` [E, edge_dim] (not [E], as in PyG) and ``dropout`` as in :class:`GATConv`."""
+    ``x`` a tensor or a pair ``(x_src, x_dst)`` (keys and values from x_src, queries and the skip
+    from x_dst), with an edge_index; lazy ``in_channels`` as in PyG; ``edge_attr`` [E, edge_dim]
+    (not [E], as in PyG) and ``dropout`` as in :class:`GATConv`."""
 
     def __init__(self, in_channels, out_channels, heads=1, concat=True, beta=False, dropout=0.0, edge_dim=None,
                  bias=True, root_weight=True, **kwargs):
         super().__init__()
         _check_kwargs("TransformerConv", kwargs)
-        in_channels = _int_channels("TransformerConv", in_channels)
+        in_src, in_dst = _channels("TransformerConv", in_channels)
         self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
         self.beta, self.root_weight = beta and root_weight, root_weight
         self.dropout, self.edge_dim = dropout, edge_dim
-        self.lin_key = torch.nn.Linear(in_channels, heads * out_channels, bias=bias)
-        self.lin_query = torch.nn.Linear(in_channels, heads * out_channels, bias=bias)
-        self.lin_value = torch.nn.Linear(in_channels, heads * out_channels, bias=bias)
-        self.lin_edge = None if edge_dim is None else torch.nn.Linear(edge_dim, heads * out_channels, bias=False)
+        self.lin_key = _linear(in_src, heads * out_channels, bias, False)
+        self.lin_query = _linear(in_dst, heads * out_channels, bias, False)
+        self.lin_value = _linear(in_src, heads * out_channels, bias, False)
+        self.lin_edge = None if edge_dim is None else _linear(edge_dim, heads * out_channels, False, False)
         skip = heads * out_channels if concat else out_channels
-        self.lin_skip = torch.nn.Linear(in_channels, skip, bias=bias)
-        self.lin_beta = torch.nn.Linear(3 * skip, 1, bias=False) if self.beta else None
+        self.lin_skip = _linear(in_dst, skip, bias, False)
+        self.lin_beta = _linear(3 * skip, 1, False, False) if self.beta else None
 
     def reset_parameters(self):
         for lin in (self.lin_key, self.lin_query, self.lin_value, self.lin_edge, self.lin_skip, self.lin_beta):
-            if lin is not None:
-                lin.reset_parameters()
+            _reset_linear(lin, False)
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
-        _check_x("TransformerConv", x)
         H, C = self.heads, self.out_channels
-        g = _layer_graph(edge_index, x, False)
-        q = self.lin_query(x).view(-1, H, C)
-        k = self.lin_key(x).view(-1, H, C)
-        v = self.lin_value(x).view(-1, H, C)
+        x_src, x_dst, pair = _split_x("TransformerConv", x)
+        q = self.lin_query(x_dst).view(-1, H, C)
+        k = self.lin_key(x_src).view(-1, H, C)
+        v = self.lin_value(x_src).view(-1, H, C)
+        if pair:
+            # one square graph (_bipartite_graph): queries on the destinations' rows, keys and values
+            # on the sources'; the other rows are zeros (no edge reads them)
+            n_src, n_dst = x_src.size(0), x_dst.size(0)
+            g = _pair_graph("TransformerConv", edge_index, n_src)
+            q = torch.cat([q.new_zeros(n_src, H, C), q])
+            k, v = torch.cat([k, k.new_zeros(n_dst, H, C)]), torch.cat([v, v.new_zeros(n_dst, H, C)])
+        else:
+            g = _layer_graph(edge_index, x, False)
         # PyG's TransformerConv applies lin_edge to edge_attr as given: [E] is not [E, 1] there
-        edge_attr = _layer_edge_attr(self, "TransformerConv", edge_index, x, edge_attr, False, flat=False)
+        nodes = (n_src, n_dst) if pair else x.size(0)
+        edge_attr = _layer_edge_attr(self, "TransformerConv", edge_index, nodes, edge_attr, False, flat=False)
         edge = None if edge_attr is None else self.lin_edge(edge_attr).view(-1, H, C)
         dropout, seed = _attention_dropout(self)
         out = transformer(g, q, k, v, dropout=dropout, dropout_seed=seed, edge=edge)
+        if pair:
+            out = out[n_src:]
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.root_weight:
-            x_r = self.lin_skip(x)
+            x_r = self.lin_skip(x_dst)
             if self.lin_beta is not None:
                 b = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()
                 out = b * x_r + (1 - b) * out
@@ -1079,7 +1263,7 @@ class TransformerConv(torch.nn.Module):
             def scores(src, dst):
                 key = k[src] if edge is None else k[src] + edge.to(k.dtype)
                 return (q[dst] * key).sum(-1) / math.sqrt(C)
-            return out, _attention_weights(self, g, x, scores)
+            return out, _attention_weights(self, g, q, scores)
         return out
 
     def __repr__(self):
@@ -1087,7 +1271,8 @@ class TransformerConv(torch.nn.Module):
 
 
 class AGNNConv(torch.nn.Module):
-    """PyG's AGNNConv on dfgnn's fused kernels (parameter or buffer ``beta``)."""
+    """PyG's AGNNConv on dfgnn's fused kernels (parameter or buffer ``beta``). As PyG's, it has no
+    in_channels and takes one node set (no pair x)."""
 
     def __init__(self, requires_grad=True, add_self_loops=True, **kwargs):
         super().__init__()
@@ -1105,7 +1290,10 @@ class AGNNConv(torch.nn.Module):
                 self.beta.fill_(1)
 
     def forward(self, x, edge_index):
-        _check_x("AGNNConv", x)
+        if isinstance(x, (tuple, list)):
+            # PyG's AGNNConv.forward takes a tensor only (a pair fails inside it)
+            raise TypeError("dfgnn.torch.AGNNConv: x must be one tensor [N, F]; AGNNConv has no bipartite (x_src, "
+                            "x_dst) form, in PyG either")
         g = _layer_graph(edge_index, x, self.add_self_loops)
         return agnn(g, x.unsqueeze(1), self.beta, add_self_loops=self.add_self_loops).squeeze(1)
 

@@ -473,18 +473,6 @@ def test_invalid_dropout_seed(eager_functions, bad, match):
 
 
 @pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
-def test_layer_bipartite_in_channels(name):
-    with pytest.raises(NotImplementedError, match=rf"{name}: bipartite \(tuple\) in_channels are not supported"):
-        getattr(dt, name)((4, 5), 2)
-
-
-@pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
-def test_layer_lazy_in_channels(name):
-    with pytest.raises(NotImplementedError, match=rf"{name}: lazy initialization \(in_channels=-1\) is not supported"):
-        getattr(dt, name)(-1, 2)
-
-
-@pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
 def test_layer_return_attention_weights_with_training_dropout(eager_functions, name):
     # the weights are computed outside the kernels, which hold the dropout mask
     layer = getattr(dt, name)(4, 2, heads=2, dropout=0.5).double().train()
@@ -517,14 +505,6 @@ def test_layer_keywords_like_pyg(name, args):
         getattr(dt, name)(*args, flow="target_to_source")
     with pytest.raises(TypeError, match="unexpected keyword argument 'add_self_loop'"):
         getattr(dt, name)(*args, add_self_loop=False)
-
-
-@pytest.mark.parametrize("name,args", ALL_LAYERS)
-def test_layer_bipartite_x_is_not_supported(name, args):
-    layer = getattr(dt, name)(*args).double()
-    x = rand(N, 4)
-    with pytest.raises(NotImplementedError, match=rf"{name}: bipartite \(x_src, x_dst\) inputs"):
-        layer((x, x), edge_index())
 
 
 @pytest.mark.parametrize("name,args", ALL_LAYERS)
