@@ -18,7 +18,7 @@ MODEL_INPUTS = {
 FEATURE_INPUTS = ("h", "h_dst", "q", "k", "v")
 #: Models that take the optional ``edge`` input (PyG's edge_dim): GAT a [E, H] logit term per edge
 #: (float32; float64 for reference ops), GATv2 and Transformer [E, H, D] features (feature dtype),
-#: one row per edge id (``Graph.edge_id`` order). Giving it sets ``Op.edge_features``.
+#: one row per edge id (the order of ``Graph.csr()[2]``). Giving it sets ``Op.edge_features``.
 EDGE_MODELS = ("gat", "gatv2", "transformer")
 
 _MODEL_NAMES = {"gat": Model.GAT, "gatv2": Model.GATV2, "transformer": Model.TRANSFORMER, "agnn": Model.AGNN,

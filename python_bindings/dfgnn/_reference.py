@@ -25,7 +25,7 @@ def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_sl
     - transformer: ``q``, ``k``, ``v`` [N, H, D]
     - agnn: ``h`` [N, H, D], ``beta`` [1]
     - optional ``edge`` (gat, gatv2, transformer; PyG's edge_dim), one row per edge id
-      (``graph.edge_id`` order): gat [E, H], a term added to the logit inside the LeakyReLU;
+      (the order of ``graph.csr()[2]``): gat [E, H], a term added to the logit inside the LeakyReLU;
       gatv2 [E, H, D], added to h_dst_i + h_j inside the LeakyReLU; transformer [E, H, D], added to
       the key and to the value of every edge
 

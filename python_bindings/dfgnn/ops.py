@@ -74,11 +74,11 @@ def _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, dete
 
 
 def op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None,
-       dropout=0.0, dropout_seed=0):
+       dropout=0.0, dropout_seed=0, edge_features=False):
     """A :class:`dfgnn.Op` (PyG's defaults unless overridden), for :func:`workspace_size`,
     :func:`schedule`, :func:`list_schedules` and :func:`compile`."""
     return make_op(model, dtype, heads, dim, negative_slope=negative_slope, scale=scale, deterministic=deterministic,
-                   dropout=dropout, dropout_seed=dropout_seed)
+                   dropout=dropout, dropout_seed=dropout_seed, edge_features=edge_features)
 
 
 def workspace_size(graph, op, direction="forward", schedule=None, *, context=None):

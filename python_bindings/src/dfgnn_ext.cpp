@@ -587,7 +587,7 @@ struct OpCall {
                                       (a.ndim() >= 1 && (int64_t)a.shape(0) != e
                                            ? " (the graph has " + std::to_string(e) + " edges)"
                                            : ""));
-    if (gat) require_dtype(a, param_dtype(), function, name, param_why());
+    if (gat) require_dtype(a, param_dtype(), function, name, device ? "GAT's edge logit terms are float32" : param_why());
     else require_dtype(a, feature_dtype(), function, name, feature_why());
     require_contiguous(a, function, name);
     require_placement(a, function, name, where);

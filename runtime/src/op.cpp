@@ -90,7 +90,8 @@ void validate_slots(const dfgnn_op_t& op, const void* const slots[kNumSlots], co
   for (int s = 0; s < kNumSlots; ++s) {
     const bool want = (needed >> s) & 1u;
     if (want && slots[s] == nullptr && !((may_be_null >> s) & 1u))
-      fail(DFGNN_STATUS_NULL_POINTER, "{}.{} is null but {} needs it", what, kSlotNames[s], model_name(op.model));
+      fail(DFGNN_STATUS_NULL_POINTER, "{}.{} is null but {} needs it{}", what, kSlotNames[s], model_name(op.model),
+           s == 8 ? " (op.edge_features is set)" : "");
     if (!want && slots[s] != nullptr)
       fail(DFGNN_STATUS_INVALID_ARGUMENT, "{}.{} is set but {} does not use it (leave it null{})", what, kSlotNames[s],
            model_name(op.model), s == 8 ? "; op.edge_features is 0" : "");

@@ -284,7 +284,7 @@ TEST(Api, StatusStringsAndThreadLocalMessages) {
   std::thread([&] { other = dfgnnGetLastErrorMessage(); }).join();
   EXPECT_EQ(other, "");  // a failure on this thread is not visible on another
   EXPECT_NE(last_message(), "");
-  EXPECT_STREQ(dfgnnGetVersion(), "0.2.0");
+  EXPECT_STREQ(dfgnnGetVersion(), "0.3.0");
 }
 
 TEST(Graph, RecipesOfDestroyedContextsAreDropped) {

@@ -251,7 +251,7 @@ typedef struct dfgnn_op {
    * regenerates it from the same op (pass the forward's seed); nothing E-sized is stored. */
   float dropout;
   uint64_t dropout_seed;
-  /* Non-zero: edge features take part (PyG's edge_dim), given as inputs.edge, one row per edge id
+  /* 1: edge features take part (PyG's edge_dim), given as inputs.edge, one row per edge id
    * (the edge_id of dfgnnGraphGetCsr: input order, PyG's order after self-loop handling):
    *   GAT:          a [E,H] float32 logit term:  e_ij = LeakyReLU(att_dst . h_i + att_src . h_j + edge_ij)
    *   GATv2:        [E,H,D] features:            e_ij = att . LeakyReLU(h_dst_i + h_j + edge_ij)
