@@ -147,8 +147,8 @@ TEST(Nvrtc, CubinAndLoweredNames) {
   const std::vector<std::string> names = dfgnn::pass_kernel_names(op, dfgnn::PassKind::Forward, s);
   ASSERT_EQ(names.size(), 2u);
   EXPECT_EQ(names[0],
-            "&dfgnn::rows_kernel<dfgnn::Forward<dfgnn::Geo<dfgnn::f16,32,2,8,8>,dfgnn::Transformer>,32,1>");
-  EXPECT_EQ(names[1], "&dfgnn::merge_kernel<dfgnn::Forward<dfgnn::Geo<dfgnn::f16,32,2,8,8>,dfgnn::Transformer>,32>");
+            "&dfgnn::rows_kernel<dfgnn::Forward<dfgnn::Geo<dfgnn::f16,32,2,8,8,false>,dfgnn::Transformer>,32,1>");
+  EXPECT_EQ(names[1], "&dfgnn::merge_kernel<dfgnn::Forward<dfgnn::Geo<dfgnn::f16,32,2,8,8,false>,dfgnn::Transformer>,32>");
   const dfgnn::Cubin cubin = dfgnn::compile(names, 90);
   ASSERT_GT(cubin.image.size(), 4u);
   EXPECT_EQ(std::memcmp(cubin.image.data(), "\x7f" "ELF", 4), 0) << "a cubin is an ELF image";
