@@ -80,6 +80,7 @@ struct Options {
   std::vector<dfgnn_direction_t> directions;
   int heads = 1, dim = 128;
   bool self_loops = false;
+  bool edge_features = false;  // ops with edge features (PyG's edge_dim): their own kernels and database key
   uint64_t seed = 1;
   double budget = 20;
   std::optional<std::string> db;    // nullopt: dfgnnSetDatabase(NULL) rules
@@ -115,6 +116,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("dtype", po::value(&dtypes)->composing(), "float32, float16 or bfloat16 (repeatable, or comma-separated; default float32)")
     ("heads", po::value(&o.heads)->default_value(1), "heads H")
     ("dim", po::value(&o.dim)->default_value(128), "channels per head D")
+    ("edge-features", "tune the ops with edge features (PyG's edge_dim; GAT, GATv2 and Transformer)")
     ("direction", po::value(&direction)->default_value("forward"), "forward, backward or both (both: two problems)")
     ("budget", po::value(&o.budget)->default_value(20.0), "tuning time per problem in seconds (a backward problem splits it over its two passes)")
     ("db", po::value(&db), "user (writable) tuning database; default $DFGNN_CACHE_DIR/tuning.db, else $XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db")
@@ -132,6 +134,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
   if (cli::print_help_or_version(kTool, vm.count("help") > 0, vm.count("version") > 0, visible)) return std::nullopt;
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + shell_quote(argv[i]);
   o.self_loops = vm.count("self-loops") > 0;
+  o.edge_features = vm.count("edge-features") > 0;
   if (graph_args.empty())
     throw BadArgs{"no graph given: name GRAPH files or directories, or use --rmat SCALE or --hubs N,AVG,HUBS,HUBDEG (see --help)"};
   graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
@@ -248,8 +251,9 @@ struct Problem {
 };
 
 std::string problem_label(const Problem& p, const Graphs& graphs) {
-  return fmt::format("{} {} {} H={} D={} {}", graphs.list[p.graph].name, model_name(p.op.model), dtype_name(p.op.dtype),
-                     p.op.heads, p.op.dim, direction_name(p.direction));
+  return fmt::format("{} {}{} {} H={} D={} {}", graphs.list[p.graph].name, model_name(p.op.model),
+                     p.op.edge_features ? "+edge" : "", dtype_name(p.op.dtype), p.op.heads, p.op.dim,
+                     direction_name(p.direction));
 }
 
 // Every (graph, model, dtype, direction); an op this build cannot serve is an argument error.
@@ -262,6 +266,7 @@ std::vector<Problem> plan(dfgnn_context_t ctx, const Options& o, const Graphs& g
           Problem p;
           p.graph = gi;
           p.op = dfgnnOpDefault(m, d, o.heads, o.dim);
+          p.op.edge_features = o.edge_features ? 1 : 0;
           p.direction = dir;
           size_t length = 0;
           const dfgnn_graph_t g = graphs.list[gi].graph;

@@ -162,6 +162,14 @@ TEST(Cli, TuneBadArgumentsExit2) {
   }
 }
 
+// Edge features are tuned under their own key; AGNN has none, which is a bad argument (exit 2).
+TEST(Cli, TuneEdgeFeaturesOnAgnnExit2) {
+  const Result r = tune("--rmat 8 --model agnn --edge-features");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnn-tune: agnn float32 H=1 D=128 forward: op.edge_features is set but agnn takes no "
+                                 "edge features")) << r.output;
+}
+
 TEST(Cli, TuneMissingGraphExit1) {
   TempDir dir;
   const std::string missing = dir / "no-such-graph.txt";
