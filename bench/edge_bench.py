@@ -19,9 +19,10 @@ import argparse
 import json
 import statistics
 import sys
-import time
 
 import torch
+
+from attention_memory import times_ms  # same folder: python bench/edge_bench.py
 
 LAYERS = {"GATConv": dict(heads=8), "GATv2Conv": dict(heads=8), "TransformerConv": dict(heads=4)}
 
@@ -41,20 +42,8 @@ def parse_args(argv=None):
 
 
 def timed(fn, iters, cuda):
-    if not cuda:
-        ts = []
-        for _ in range(iters):
-            t = time.perf_counter()
-            fn()
-            ts.append(1e3 * (time.perf_counter() - t))
-        return statistics.median(ts)
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events)
+    """Median ms of iters calls (CUDA events on the GPU), as bench/attention_memory.py times them."""
+    return statistics.median(times_ms(fn, iters, cuda))
 
 
 def step(layer, x, edge_index, edge_attr):

@@ -150,3 +150,22 @@ def check_layer_grads(ours, theirs, pairs, grad_tol):
     errors = {k: rel_error(got, want, floor) for k, (got, want) in pairs.items()}
     bad = {k: f"{v:.3g}" for k, v in errors.items() if not v < grad_tol}
     assert not bad, f"gradients beyond {grad_tol} (relative error): {bad}"
+
+
+# dfgnn_op_t holds negative_slope as a C float: PyG's default 0.2 becomes 0.2f (relative 1.5e-8), which a
+# float64 comparison sees, so PyG's layers get the same value.
+SLOPE32 = 0.20000000298023224
+
+
+def pyg_pair(name, **kw):
+    """(dfgnn layer, PyG layer) in float64 with PyG's parameters copied into dfgnn's (state dict names
+    equal); PyG's slope set to the float value dfgnn computes with."""
+    import torch_geometric.nn as pnn
+    import dfgnn.torch as dt
+    theirs = getattr(pnn, name)(**kw).double()
+    ours = getattr(dt, name)(**kw).double()
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in theirs.state_dict().items()}
+    ours.load_state_dict(theirs.state_dict())
+    if getattr(theirs, "negative_slope", None) == 0.2:
+        theirs.negative_slope = SLOPE32
+    return ours, theirs

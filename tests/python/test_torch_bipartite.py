@@ -19,7 +19,8 @@ import math
 import pytest
 
 import dfgnn
-from conftest import HAS_TORCH, LAYER_TOL, check_layer_grads, rel_error, requires_torch, requires_torch_cuda
+from conftest import (HAS_TORCH, LAYER_TOL, SLOPE32, check_layer_grads, pyg_pair, rel_error, requires_torch,
+                      requires_torch_cuda)
 
 if HAS_TORCH:
     import numpy as np
@@ -30,7 +31,6 @@ HAS_PYG = importlib.util.find_spec("torch_geometric") is not None
 pytestmark = [requires_torch, pytest.mark.skipif(not HAS_PYG, reason="torch_geometric is not installed")]
 
 TOL = dict(rtol=1e-10, atol=1e-10)
-SLOPE32 = 0.20000000298023224  # dfgnn_op_t holds negative_slope as a float: PyG's layers get the same value
 IN_SRC, IN_DST = 6, 3
 
 # (N_src, N_dst) -> edges (src, dst): duplicates, columns with equal ids (PyG's remove_self_loops drops
@@ -56,18 +56,6 @@ def eager_functions(request, monkeypatch):
     """Runs a test once with the eager autograd Functions and once with the torch custom ops."""
     monkeypatch.setattr(dt, "use_functions_in_eager", request.param)
     return request.param
-
-
-def pyg_pair(name, **kw):
-    """(dfgnn layer, PyG layer) with PyG's parameters copied into dfgnn's (state dict names equal)."""
-    import torch_geometric.nn as pnn
-    theirs = getattr(pnn, name)(**kw).double()
-    ours = getattr(dt, name)(**kw).double()
-    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in theirs.state_dict().items()}
-    ours.load_state_dict(theirs.state_dict())
-    if getattr(theirs, "negative_slope", None) == 0.2:
-        theirs.negative_slope = SLOPE32
-    return ours, theirs
 
 
 def compare(ours, theirs, x, ei, edge_attr=None, tol=TOL, **kw):

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import dfgnn
-from conftest import (HAS_TORCH, LAYER_TOL, check_layer_grads, dataset_roots, find_dataset, rel_error,
-                      requires_torch, requires_torch_cuda)
+from conftest import (HAS_TORCH, LAYER_TOL, SLOPE32, check_layer_grads, dataset_roots, find_dataset, pyg_pair,
+                      rel_error, requires_torch, requires_torch_cuda)
 
 if HAS_TORCH:
     import torch
@@ -40,7 +40,6 @@ N, H, D = 8, 2, 3
 E = len(EDGES)
 E_LOOPS = E - 3 + N  # the graph with add_self_loops: loops removed, one per node added
 # dfgnn_op_t holds negative_slope as a float: PyG's layers get the same value
-SLOPE32 = float(np.float32(0.2))
 TOL = dict(rtol=1e-10, atol=1e-10)
 EDGE_MODELS = ["gat", "gatv2", "transformer"]
 _FUNCTION_NAMES = {"gat": "GATFunction", "gatv2": "GATv2Function", "transformer": "TransformerFunction"}
@@ -209,18 +208,6 @@ def test_op_edge_errors(eager_functions):
 
 
 # ---------------------------------------------------------------- layers vs PyG (float64 on the CPU)
-
-
-def pyg_pair(name, **kw):
-    """(dfgnn layer, PyG layer) with PyG's parameters copied into dfgnn's (state dict names equal)."""
-    import torch_geometric.nn as pnn
-    theirs = getattr(pnn, name)(**kw).double()
-    ours = getattr(dt, name)(**kw).double()
-    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in theirs.state_dict().items()}
-    ours.load_state_dict(theirs.state_dict())
-    if getattr(theirs, "negative_slope", None) == 0.2:
-        theirs.negative_slope = SLOPE32
-    return ours, theirs
 
 
 def compare(ours, theirs, x, ei, edge_attr, ours_graph=None, ours_edge_attr=None, tol=TOL):
