@@ -154,9 +154,10 @@ def _bipartite_graph(edge_index, num_src, num_dst, add_self_loops):
     def build(_ei):
         # on the host: the id ranges are checked against both node sets (the relabelling would
         # otherwise turn a source id past num_src into a destination)
-        if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.is_floating_point():
-            raise invalid_argument(f"edge_index must be an integer tensor [2, E], got {edge_index.dtype} "
-                                   f"{list(edge_index.shape)}", kind="shape")
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise invalid_argument(f"edge_index must have shape [2, E], got {list(edge_index.shape)}", kind="shape")
+        if edge_index.dtype not in (torch.int32, torch.int64):  # as graph(): no bool masks or bytes taken as ids
+            raise invalid_argument(f"edge_index must have dtype int32 or int64, got {edge_index.dtype}", kind="dtype")
         src, dst = edge_index.detach().cpu().long().numpy()
         if src.size and (src.min() < 0 or src.max() >= num_src or dst.min() < 0 or dst.max() >= num_dst):
             raise make_error(Status.INDEX_OUT_OF_RANGE, "", f"a bipartite edge_index needs sources in [0, {num_src}) "
@@ -864,6 +865,9 @@ def _pair_graph(name, edge_index, num_src):
         raise invalid_argument(f"dfgnn.torch.{name}: a dfgnn.Graph has one node set, so it cannot run bipartite "
                                f"inputs (x_src, x_dst){' or separate lin_src / lin_dst' if name == 'GATConv' else ''}"
                                f": pass the edge_index (row 0 indexes x_src, row 1 x_dst)", kind="type")
+    if not isinstance(edge_index, (torch.Tensor, np.ndarray)):
+        raise invalid_argument(f"dfgnn.torch.{name}: bipartite inputs need an edge_index tensor [2, E] (row 0 indexes "
+                               f"x_src, row 1 x_dst), got {type(edge_index).__name__}", kind="type")
     return _Bipartite(torch.as_tensor(edge_index), num_src)
 
 
@@ -1118,7 +1122,7 @@ class GATConv(torch.nn.Module):
             out = out + self.bias
         if return_attention_weights:  # as PyG 2.8's GATConv (TransformerConv also returns them for False)
             def scores(src, dst):
-                a_src, a_dst = self.att_src.view(1, H, C).to(h.dtype), self.att_dst.view(1, H, C).to(h.dtype)
+                a_src, a_dst = self.att_src.view(1, H, C).to(h.dtype), att_dst.view(1, H, C).to(h.dtype)
                 z = (h * a_src).sum(-1)[src] + (h * a_dst).sum(-1)[dst]
                 if alpha_edge is not None:
                     z = z + alpha_edge.to(z.dtype)

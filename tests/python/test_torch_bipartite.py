@@ -381,9 +381,26 @@ def test_bad_x_pair():
         layer((None, rand(4, IN_DST)), edge_index((5, 4)))
     with pytest.raises(TypeError, match=r"in_channels must be an int or a pair of ints"):
         dt.GATConv((1, 2, 3), 4)
-    with pytest.raises(dfgnn.InvalidArgumentError, match=r"edge_index must be an integer tensor \[2, E\], got "
-                                                         r"torch.int64 \[3, 4\]"):
+    with pytest.raises(dfgnn.InvalidArgumentError, match=r"edge_index must have shape \[2, E\], got \[3, 4\]"):
         layer((rand(5, IN_SRC), rand(4, IN_DST)), torch.zeros(3, 4, dtype=torch.long))
+    # a bool mask or bytes are not taken as ids (as on one node set)
+    for dtype in (torch.bool, torch.uint8, torch.int16):
+        with pytest.raises(dfgnn.DTypeError, match=rf"edge_index must have dtype int32 or int64, got {dtype}"):
+            layer((rand(5, IN_SRC), rand(4, IN_DST)), edge_index((5, 4)).to(dtype))
+    with pytest.raises(dfgnn.InvalidArgumentError, match="bipartite inputs need an edge_index tensor"):
+        layer((rand(5, IN_SRC), rand(4, IN_DST)), None)
+
+
+def test_gat_without_x_dst_attention_weights_leave_att_dst_alone(eager_functions):
+    # x = (x_src, None) with attention weights: alpha has no att_dst term, so att_dst gets no gradient (PyG: None)
+    ours, theirs = pyg_pair("GATConv", in_channels=(IN_SRC, IN_DST), out_channels=4, heads=2)
+    x, ei = rand(5, IN_SRC, seed=1), edge_index((5, 4))
+    for layer in (ours, theirs):
+        out, (_, alpha) = layer((x, None), ei, return_attention_weights=True)
+        (out.square().sum() + alpha.square().sum()).backward()
+    assert theirs.att_dst.grad is None and ours.att_dst.grad is None
+    # alpha is recomputed with torch ops at the layer's slope 0.2, PyG's here at 0.2f (SLOPE32): 1e-8 apart
+    torch.testing.assert_close(ours.att_src.grad, theirs.att_src.grad, rtol=1e-7, atol=1e-7)
 
 
 # ---------------------------------------------------------------- torch.compile (CPU float64)

@@ -39,7 +39,6 @@ EDGES = [(0, 1), (0, 1), (1, 2), (3, 2), (4, 2), (5, 2), (0, 2), (2, 0), (3, 3),
 N, H, D = 8, 2, 3
 E = len(EDGES)
 E_LOOPS = E - 3 + N  # the graph with add_self_loops: loops removed, one per node added
-# dfgnn_op_t holds negative_slope as a float: PyG's layers get the same value
 TOL = dict(rtol=1e-10, atol=1e-10)
 EDGE_MODELS = ["gat", "gatv2", "transformer"]
 _FUNCTION_NAMES = {"gat": "GATFunction", "gatv2": "GATv2Function", "transformer": "TransformerFunction"}
