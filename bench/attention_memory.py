@@ -37,6 +37,7 @@ measurement raised, 3 CUDA is not available.
 
 import argparse
 import datetime
+import functools
 import gc
 import json
 import platform
@@ -101,6 +102,15 @@ def make_inputs(model, n, heads, dim, dtype, device):
                 att_dst=rnd(heads, dim, std=dim ** -0.5))
 
 
+def seeded_inputs(args, name, n, dtype):
+    """(model, heads, dim, inputs, grad_out) of a configuration, the same for every call with args.seed."""
+    model, heads, dim = CONFIGS[name]
+    torch.manual_seed(args.seed)
+    x = make_inputs(model, n, heads, dim, dtype, args.device)
+    grad_out = torch.randn(n, heads, dim, dtype=dtype, device=args.device)
+    return model, heads, dim, x, grad_out
+
+
 # ---------------------------------------------------------------- the two implementations
 
 def pyg_layer(model, heads, dim):
@@ -152,10 +162,7 @@ def check(args, configs, dtype):
     tol = 1e-3 if dtype == torch.float32 else 1e-10
     rows = []
     for name in configs:
-        model, heads, dim = CONFIGS[name]
-        torch.manual_seed(args.seed)
-        x = make_inputs(model, g.num_nodes, heads, dim, dtype, args.device)
-        grad_out = torch.randn(g.num_nodes, heads, dim, dtype=dtype, device=args.device)
+        model, heads, dim, x, grad_out = seeded_inputs(args, name, g.num_nodes, dtype)
         out = dfgnn_op(model, g, x)
         got = [out] + list(torch.autograd.grad(out, list(x.values()), grad_out))
         x64 = {k: v.detach().double().requires_grad_() for k, v in x.items()}
@@ -256,16 +263,13 @@ def run(args, configs, dtype, save):
                  edge_index_bytes=edge_index.numel() * edge_index.element_size())
     rows = []
     for name in configs:
-        model, heads, dim = CONFIGS[name]
-        torch.manual_seed(args.seed)
-        x = make_inputs(model, g.num_nodes, heads, dim, dtype, args.device)
-        grad_out = torch.randn(g.num_nodes, heads, dim, dtype=dtype, device=args.device)
+        model, heads, dim, x, grad_out = seeded_inputs(args, name, g.num_nodes, dtype)
         conv = pyg_layer(model, heads, dim)
         ops = {"dfgnn": lambda x: dfgnn_op(model, g, x), "pyg": lambda x: pyg_op(model, conv, edge_index, x)}
         for direction in DIRECTIONS:
             for impl in IMPLS:
                 row = dict(config=name, model=model, heads=heads, dim=dim, direction=direction, impl=impl)
-                row.update(measure(args, lambda: call(ops[impl], x, grad_out, direction)))
+                row.update(measure(args, functools.partial(call, ops[impl], x, grad_out, direction)))
                 rows.append(row)
                 print("  " + describe(row), flush=True)
         del x, grad_out

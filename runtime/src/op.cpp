@@ -25,6 +25,17 @@ uint32_t op_slots(const dfgnn_op_t& op) { return model_slots(op.model) | (op.edg
 
 int64_t edge_width(const dfgnn_op_t& op) { return op.model == DFGNN_MODEL_GAT ? 1 : op.dim; }
 
+int64_t slot_elements(const dfgnn_op_t& op, int slot, int64_t num_nodes, int64_t num_edges) {
+  const int64_t hd = int64_t{op.heads} * op.dim;
+  if (slot < 5) return num_nodes * hd;  // h, h_dst, q, k, v
+  if (slot == kEdgeSlot) return num_edges * op.heads * edge_width(op);
+  return (1u << slot) == kSlotBeta ? 1 : hd;
+}
+
+bool slot_in_op_dtype(const dfgnn_op_t& op, int slot) {
+  return slot < 5 || (slot == kEdgeSlot && op.model != DFGNN_MODEL_GAT);
+}
+
 const char* model_name(dfgnn_model_t model) {
   switch (model) {
     case DFGNN_MODEL_GAT: return "gat";
@@ -91,10 +102,10 @@ void validate_slots(const dfgnn_op_t& op, const void* const slots[kNumSlots], co
     const bool want = (needed >> s) & 1u;
     if (want && slots[s] == nullptr && !((may_be_null >> s) & 1u))
       fail(DFGNN_STATUS_NULL_POINTER, "{}.{} is null but {} needs it{}", what, kSlotNames[s], model_name(op.model),
-           s == 8 ? " (op.edge_features is set)" : "");
+           s == kEdgeSlot ? " (op.edge_features is set)" : "");
     if (!want && slots[s] != nullptr)
       fail(DFGNN_STATUS_INVALID_ARGUMENT, "{}.{} is set but {} does not use it (leave it null{})", what, kSlotNames[s],
-           model_name(op.model), s == 8 ? "; op.edge_features is 0" : "");
+           model_name(op.model), s == kEdgeSlot ? "; op.edge_features is 0" : "");
   }
 }
 

@@ -21,6 +21,7 @@ enum Slot : uint32_t {
   kSlotEdge = 1u << 8,
 };
 constexpr int kNumSlots = 9;
+constexpr int kEdgeSlot = 8;  // index of kSlotEdge
 extern const char* const kSlotNames[kNumSlots];
 
 // The slots a model reads (and whose gradients its backward writes), without edge features.
@@ -29,6 +30,11 @@ uint32_t model_slots(dfgnn_model_t model);
 uint32_t op_slots(const dfgnn_op_t& op);
 // Floats per (edge, head) of inputs.edge: 1 for GAT (a logit term), D for GATv2 and Transformer.
 int64_t edge_width(const dfgnn_op_t& op);
+// Elements of input slot `slot` (and of its gradient) on a graph of num_nodes nodes, num_edges edges.
+int64_t slot_elements(const dfgnn_op_t& op, int slot, int64_t num_nodes, int64_t num_edges);
+// Whether the slot holds op.dtype values (node features; GATv2's and the Transformer's edge
+// features) rather than float32 (attention vectors, beta, GAT's edge logit terms).
+bool slot_in_op_dtype(const dfgnn_op_t& op, int slot);
 const char* model_name(dfgnn_model_t model);
 const char* dtype_name(dfgnn_dtype_t dtype);
 size_t dtype_size(dfgnn_dtype_t dtype);

@@ -225,9 +225,9 @@ const void* value_input(const dfgnn_op_t& op, const dfgnn_inputs_t& in) {
 }
 
 // An edge-feature array read in fragments like node features (its alignment limits the vector
-// width); GAT's [E, H] logit terms are read one float at a time.
+// width); GAT's float32 [E, H] logit terms are read one float at a time.
 const void* feature_edge(const dfgnn_op_t& op, const void* edge) {
-  return op.model == DFGNN_MODEL_GAT ? nullptr : edge;
+  return slot_in_op_dtype(op, kEdgeSlot) ? edge : nullptr;
 }
 
 void set_dropout(const dfgnn_op_t& op, Params& p) {

@@ -45,7 +45,9 @@ struct Dims {
 // gradient, owned by the model; absent (data null) without op.edge_features.
 struct EdgeTerm {
   EdgeTerm(const Dims& dims, const dfgnn_op_t& op, const dfgnn_inputs_t& in, int64_t num_edges)
-      : dims(dims), width(edge_width(op)), count(op.edge_features ? num_edges * dims.heads * width : 0),
+      : dims(dims),
+        width(edge_width(op)),
+        count(op.edge_features ? slot_elements(op, kEdgeSlot, dims.nodes, num_edges) : 0),
         data(op.edge_features ? static_cast<const double*>(in.edge) : nullptr) {}
   // Row of edge e, head h (null without edge features).
   const double* at(int64_t e, int64_t h) const { return data == nullptr ? nullptr : data + dims.edge_at(e, h, width); }

@@ -100,8 +100,8 @@ class PassMeasurer final : public tuner::Measurer {
     helpers_.fill(att_dst_.get(), static_cast<long long>(hd), false, 12, -1.f, 1.f, stream_);
     helpers_.fill(beta_.get(), 1, false, 13, 1.f, 2.f, stream_);
     if (slots & kSlotEdge) {  // edge features, shared by the sets (E-sized: no room for copies)
-      edge_ = DeviceBuffer(slot_count(kEdgeIndex) * slot_elem(kEdgeIndex));
-      helpers_.fill(edge_.get(), slot_count(kEdgeIndex), slot_in_op_dtype(kEdgeIndex), 14, -1.f, 1.f, stream_);
+      edge_ = DeviceBuffer(slot_count(kEdgeSlot) * slot_elem(kEdgeSlot));
+      helpers_.fill(edge_.get(), slot_count(kEdgeSlot), slot_in_op_dtype(op_, kEdgeSlot), 14, -1.f, 1.f, stream_);
     }
     // Workspace for the largest candidate; outputs and gradients shared across sets.
     size_t ws = 0;
@@ -191,17 +191,9 @@ class PassMeasurer final : public tuner::Measurer {
     long long count;
     bool features;  // in the op's dtype (else float32)
   };
-  static constexpr int kEdgeIndex = 8;  // slot of the edge features (kSlotEdge)
-
-  // Elements, element size and type of an input slot (and of its gradient).
-  long long slot_count(int s) const {
-    const long long hd = static_cast<long long>(op_.heads) * op_.dim;
-    if (s < 5) return static_cast<long long>(g_.num_nodes()) * hd;
-    if (s == kEdgeIndex) return static_cast<long long>(g_.num_edges()) * op_.heads * edge_width(op_);
-    return s == 7 ? 1 : hd;
-  }
-  bool slot_in_op_dtype(int s) const { return s < 5 || (s == kEdgeIndex && op_.model != DFGNN_MODEL_GAT); }
-  size_t slot_elem(int s) const { return slot_in_op_dtype(s) ? dtype_size(op_.dtype) : sizeof(float); }
+  // Elements and element size of an input slot (and of its gradient) on this graph.
+  long long slot_count(int s) const { return slot_elements(op_, s, g_.num_nodes(), g_.num_edges()); }
+  size_t slot_elem(int s) const { return slot_in_op_dtype(op_, s) ? dtype_size(op_.dtype) : sizeof(float); }
 
   // A backward pass candidate runs with the default schedule on the other pass.
   std::string launch_text(const std::string& candidate) const {
@@ -248,7 +240,7 @@ class PassMeasurer final : public tuner::Measurer {
                                            "grad att_src", "grad att_dst", "grad beta", "grad edge"};
     std::vector<Output> o;
     for (int k = 0; k < kNumSlots; ++k)
-      if (grads_[k].get() != nullptr) o.push_back({names[k], grads_[k].get(), slot_count(k), slot_in_op_dtype(k)});
+      if (grads_[k].get() != nullptr) o.push_back({names[k], grads_[k].get(), slot_count(k), slot_in_op_dtype(op_, k)});
     return o;
   }
 
