@@ -97,6 +97,68 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L) merge_kernel(const Param
   Pass::finish(p, ctx, gl, mask, st);
 }
 
+// Edge-balanced block: block b serves row group segments[b / H] (rows [x, y), none longer than the
+// plan's chunk: longer rows go to rows_kernel as split rows) for one head. The GROUPS groups split
+// the row group's edges into equal contiguous shares, so a block's groups finish together whatever
+// the degrees. A group owns the rows that begin in its share and finishes those that end in it; a
+// row cut by share boundaries is finished by its owner after it folds the other shares' pieces of
+// it, parked in shared memory, in share order (deterministic, no atomics).
+template <typename Pass, int GROUPS>
+__global__ void __launch_bounds__(GROUPS * Pass::G_::L) balanced_kernel(const Params p) {
+  using G = typename Pass::G_;
+  constexpr int L = G::L, U = Pass::U, SF = state_floats<Pass>();
+  extern __shared__ float parked[];  // per group: its piece of a row that began in an earlier share
+  const int group = threadIdx.x / L, gl = threadIdx.x % L;
+  const unsigned mask = group_mask<L>();
+  const int4 rows = p.segments[blockIdx.x / G::H];
+  const int head = blockIdx.x % G::H;
+  const int r0 = rows.x, r1 = rows.y;
+  const int eb = p.ptr[r0], ee = p.ptr[r1];
+  const bool last = group == GROUPS - 1;
+  const int share = (ee - eb + GROUPS - 1) / GROUPS;
+  const int s0 = min(ee, eb + group * share);
+  const int s1 = last ? ee : min(ee, s0 + share);  // this group's share [s0, s1)
+  // First row that begins at or after s0 (rows are short and few: a binary search over ptr).
+  int r = r0;
+  for (int hi = r1; r < hi;) {
+    const int mid = (r + hi) / 2;
+    if (p.ptr[mid] < s0) r = mid + 1;
+    else hi = mid;
+  }
+  typename Pass::Ctx ctx;
+  typename Pass::State st;
+  // The piece of the row that began before s0 and reaches into this share.
+  if (r > r0 && s0 < s1 && p.ptr[r] > s0) {
+    Pass::init(st);
+    Pass::load_ctx(p, r - 1, head, gl, mask, ctx);
+    const int end = min(p.ptr[r], s1);
+    for (int e = s0; e < end; e += U) Pass::consume(p, ctx, e, min(U, end - e), gl, mask, st);
+    store_state<G>(parked + group * SF, gl, st);
+  }
+  // Owned rows; only the last can run past s1 (it stays open, its state in registers).
+  int open_end = -1;
+  for (; r < r1 && (last || p.ptr[r] < s1); ++r) {
+    const int begin = p.ptr[r], end = p.ptr[r + 1];
+    Pass::init(st);
+    Pass::load_ctx(p, r, head, gl, mask, ctx);
+    const int stop = min(end, s1);
+    for (int e = begin; e < stop; e += U) Pass::consume(p, ctx, e, min(U, stop - e), gl, mask, st);
+    if (end > s1) {
+      open_end = end;
+      break;
+    }
+    Pass::finish(p, ctx, gl, mask, st);
+  }
+  __syncthreads();
+  if (open_end < 0) return;
+  for (int k = group + 1; k < GROUPS && eb + k * share < open_end; ++k) {
+    typename Pass::State piece;
+    load_state<G>(parked + k * SF, gl, piece);
+    Pass::merge(st, piece);
+  }
+  Pass::finish(p, ctx, gl, mask, st);
+}
+
 // Backward preparation, one group per (node, head): Delta = dout . out, and the model's node
 // scalar (GAT er, AGNN inverse norm) into node_a.
 template <typename G, template <typename> class Var, int GROUPS>

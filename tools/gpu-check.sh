@@ -15,6 +15,9 @@
 #     tune      tuning time, tuned vs exhaustive, nearest-fingerprint dispatch (bench/tune-quality.sh)
 #     bench     kernel benchmarks (bench/run-benchmarks.sh)
 #     targets   the R-MAT and hub-graph target benchmarks only
+#     tuned     the slowest target again with a tuned schedule (dfgnn-tune, then dispatch from its database)
+#     sweep     every candidate schedule of every solver on graphs of different shapes (bench/sweep-solvers.sh)
+#     profile   Nsight Compute counters per kernel on R-MAT 2^20 (bench/profile-passes.sh)
 #     python    the Python package on the GPU (bench/run-python-gpu.sh)
 #   full = "quick verify bench" (the old "full").
 set -uo pipefail
@@ -80,6 +83,9 @@ has dispatch && { step dispatch; bash bench/dispatch.sh build-gpu "$out" "$datas
 has tune && { step tune; bash bench/tune-quality.sh build-gpu "$out" "$datasets"; }
 has bench && { step benchmarks; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets"; }
 has targets && { step "benchmark targets"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" targets; }
+has tuned && { step "tuned target"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" tuned; }
+has sweep && { step "solver sweeps"; bash bench/sweep-solvers.sh build-gpu "$out" "$datasets"; }
+has profile && { step "ncu profile"; bash bench/profile-passes.sh build-gpu "$out"; }
 if has python; then
   step python
   export CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \

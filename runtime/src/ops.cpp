@@ -64,18 +64,25 @@ std::string rows_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_
   return fmt::format("&dfgnn::rows_kernel<{},{},{}>", pass_of(op, pass, lanes, vec), groups, team);
 }
 
+std::string balanced_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups) {
+  return fmt::format("&dfgnn::balanced_kernel<{},{}>", pass_of(op, pass, lanes, vec), groups);
+}
+
 std::string merge_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
   return fmt::format("&dfgnn::merge_kernel<{},{}>", pass_of(op, pass, lanes, vec), 256 / lanes);
 }
 
-// Rows-kernel shape for a plan part, from the schedule (plans are shared by schedules that differ
+// Kernel shape for a plan part, from the schedule (plans are shared by schedules that differ
 // only in lanes, groups or vec): a hybrid's warp bins (marked 32 lanes in the plan; a hybrid's
-// own lanes are fewer) use 8 whole warps, everything else the schedule's groups of its lanes.
+// own lanes are fewer) use 8 whole warps; an edge-balanced schedule's row groups run on its
+// balanced kernel and its split rows on 256-thread blocks (the hub-split kernels); everything
+// else the schedule's groups of its lanes.
 struct PartShape {
   int32_t kernel_index, lanes, groups, team;
 };
 PartShape part_shape(const Schedule& s, const HostPlan::Part& part) {
   if (s.solver == SolverId::Hybrid && part.lanes == 32) return {1, 32, kMergeGroups, 1};
+  if (s.solver == SolverId::EdgeBalanced) return part.row_groups ? PartShape{2, s.lanes, s.groups, 1} : PartShape{0, s.lanes, 256 / s.lanes, 1};
   return {0, s.lanes, s.groups, s.team};
 }
 
@@ -180,9 +187,10 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
     l.count = part.whole_rows ? g.num_nodes() : static_cast<int32_t>(part.segments.size());
     l.min_degree = part.min_degree;
     l.max_degree = part.max_degree;
-    l.grid = blocks_for(int64_t{l.count} * op.heads, shape.groups / shape.team);
+    // Row groups: one block per (group, head); otherwise one team per (item, head).
+    l.grid = blocks_for(int64_t{l.count} * op.heads, part.row_groups ? 1 : shape.groups / shape.team);
     l.block = shape.groups * shape.lanes;
-    l.smem = shape.team > 1 ? shape.groups * smem_per_group : 0;
+    l.smem = shape.team > 1 || part.row_groups ? shape.groups * smem_per_group : 0;
     r.rows.push_back(l);
   }
   if (!r.plan->host().hubs.empty()) {
@@ -293,6 +301,9 @@ std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, 
     case SolverId::Hybrid:
       return {rows_name(op, pass, s.lanes, s.vec, s.groups, 1), rows_name(op, pass, 32, s.vec, kMergeGroups, 1),
               merge_name(op, pass, 32, s.vec)};
+    case SolverId::EdgeBalanced:
+      return {rows_name(op, pass, s.lanes, s.vec, 256 / s.lanes, 1), merge_name(op, pass, s.lanes, s.vec),
+              balanced_name(op, pass, s.lanes, s.vec, s.groups)};
   }
   fail(DFGNN_STATUS_INTERNAL_ERROR, "unknown solver {}", static_cast<int>(s.solver));
 }

@@ -46,6 +46,37 @@ HostPlan make_plan(const Compressed& c, const Schedule& s) {
       plan.parts.push_back(Part{s.lanes, true, 0, s.mid, {}});
       break;
     }
+    case SolverId::EdgeBalanced: {
+      // Consecutive rows gathered into groups costing at most `chunk` (a row costs its edges plus
+      // one for its own loads and stores); a row with more than `chunk` edges is split instead
+      // and ends the group before it.
+      Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
+      Part groups{s.lanes, false, 0, HostPlan::kNoLimit, {}, true};
+      int32_t first = 0, cost = 0;
+      auto close = [&](int32_t end) {
+        if (end > first) groups.segments.push_back({first, end, c.ptr[first], c.ptr[end]});
+      };
+      for (int32_t i = 0; i < c.num_rows; ++i) {
+        const int32_t degree = c.degree(i);
+        if (degree > s.chunk) {
+          close(i);
+          split_row(i, c.ptr[i], c.ptr[i + 1], s.chunk, plan, chunks);
+          first = i + 1;
+          cost = 0;
+          continue;
+        }
+        if (cost + degree + 1 > s.chunk && i > first) {
+          close(i);
+          first = i;
+          cost = 0;
+        }
+        cost += degree + 1;
+      }
+      close(c.num_rows);
+      if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
+      if (!groups.segments.empty()) plan.parts.push_back(std::move(groups));
+      break;
+    }
   }
   return plan;
 }

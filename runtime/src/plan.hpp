@@ -24,12 +24,15 @@ struct HostPlan {
   // One rows_kernel launch: lane groups of `lanes` lanes either over `segments` (chunks of split
   // rows), or, with whole_rows, over every row whose degree lies in [min_degree, max_degree)
   // (no list: groups of other rows exit at once), so a plan stores only its chunks.
+  // With row_groups, a balanced_kernel launch instead: one block per segment (first row, end row,
+  // first edge, end edge) of consecutive rows.
   struct Part {
     int32_t lanes = 32;
     bool whole_rows = false;
     int32_t min_degree = 0;
     int32_t max_degree = kNoLimit;
     std::vector<Segment> segments;
+    bool row_groups = false;
   };
   static constexpr int32_t kNoLimit = 0x7fffffff;
   std::vector<Part> parts;

@@ -207,6 +207,46 @@ class HybridSolver final : public Solver {
   }
 };
 
+// Blocks take row groups of about `chunk` edges (a row costs its edges plus one) and split them
+// evenly over their groups; rows longer than `chunk` are split and merged as in hub_split. Balances
+// blocks whatever the degree distribution, at the price of merging rows cut by share boundaries.
+class EdgeBalancedSolver final : public Solver {
+ public:
+  SolverId id() const override { return SolverId::EdgeBalanced; }
+  bool applicable(const PassProblem&) const override { return true; }
+  Schedule default_schedule(const PassProblem& p) const override {
+    Schedule s = base_schedule(p, id());
+    s.chunk = 64 * s.groups;
+    return s;
+  }
+  std::string invalid_reason(const PassProblem& p, const Schedule& s) const override {
+    if (s.team != 1) return "edge_balanced schedules have team = 1";
+    if (s.mid != 0 || s.threshold != 0) return "edge_balanced schedules take no mid/threshold";
+    if (s.chunk < 1) return "edge_balanced needs chunk >= 1";
+    if (std::string r = Solver::invalid_reason(p, s); !r.empty()) return r;
+    // Split rows run on rows_kernel blocks of 256 threads (kernels shared with hub_split).
+    Schedule split = s;
+    split.groups = 256 / s.lanes;
+    if (std::string r = Solver::invalid_reason(p, split); !r.empty()) return r;
+    const int32_t parked = s.groups * state_floats(p.op, p.pass) * 4;
+    if (parked > kMaxTeamSharedBytes)
+      return fmt::format("parked row pieces need {} bytes of shared memory (limit {})", parked, kMaxTeamSharedBytes);
+    return {};
+  }
+  std::vector<Schedule> enumerate(const PassProblem& p) const override {
+    std::vector<Schedule> out;
+    const Schedule base = default_schedule(p);
+    for (int32_t threads : {256, 512})
+      for (int32_t edges_per_group : {16, 64, 256}) {
+        Schedule s = base;
+        s.groups = threads / s.lanes;
+        s.chunk = edges_per_group * s.groups;
+        if (invalid_reason(p, s).empty()) out.push_back(s);
+      }
+    return out;
+  }
+};
+
 }  // namespace
 
 int32_t state_floats(const dfgnn_op_t& op, PassKind pass) {
@@ -242,6 +282,7 @@ const char* solver_name(SolverId id) {
     case SolverId::BlockRow: return "block_row";
     case SolverId::HubSplit: return "hub_split";
     case SolverId::Hybrid: return "hybrid";
+    case SolverId::EdgeBalanced: return "edge_balanced";
   }
   return "unknown";
 }
@@ -272,7 +313,7 @@ Schedule parse_schedule(const std::string& text) {
   for (const Solver* s : all_solvers())
     if (name == solver_name(s->id())) solver = s;
   if (solver == nullptr)
-    fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': unknown solver '{}' (subwarp, block_row, hub_split, hybrid)", text,
+    fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': unknown solver '{}' (subwarp, block_row, hub_split, hybrid, edge_balanced)", text,
          name);
   Schedule s;
   s.solver = solver->id();
@@ -309,7 +350,8 @@ const std::vector<const Solver*>& all_solvers() {
   static const BlockRowSolver block_row;
   static const HubSplitSolver hub_split;
   static const HybridSolver hybrid;
-  static const std::vector<const Solver*> solvers{&subwarp, &block_row, &hub_split, &hybrid};
+  static const EdgeBalancedSolver edge_balanced;
+  static const std::vector<const Solver*> solvers{&subwarp, &block_row, &hub_split, &hybrid, &edge_balanced};
   return solvers;
 }
 

@@ -17,7 +17,7 @@ enum class PassKind : int32_t { Forward = 0, BackwardRow = 1, BackwardCol = 2 };
 const char* pass_name(PassKind pass);
 
 // Stable, append-only ids: a removed solver leaves its id unused.
-enum class SolverId : int32_t { Subwarp = 1, BlockRow = 2, HubSplit = 3, Hybrid = 4 };
+enum class SolverId : int32_t { Subwarp = 1, BlockRow = 2, HubSplit = 3, Hybrid = 4, EdgeBalanced = 5 };
 
 struct Schedule {
   SolverId solver = SolverId::Subwarp;
@@ -27,7 +27,8 @@ struct Schedule {
   int32_t vec = 1;        // channels per vector load (16-byte loads when vec * dtype size = 16)
   int32_t mid = 0;        // Hybrid: rows of degree >= mid use whole warps, below it `lanes` lanes
   int32_t threshold = 0;  // HubSplit, Hybrid: rows of degree >= threshold are split into chunks
-  int32_t chunk = 0;      // HubSplit, Hybrid: edges per chunk of a split row
+  int32_t chunk = 0;      // HubSplit, Hybrid: edges per chunk of a split row; EdgeBalanced: edges
+                          // per block (longer rows are split into chunks of this size)
 
   // The one field list: name and member, in text order.
   template <typename Self, typename F>

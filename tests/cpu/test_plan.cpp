@@ -6,6 +6,8 @@
 // group whose row degree lies outside [min_degree, max_degree) does nothing, so it stands for
 // "every row whose degree is in range" and has no list. A chunk part lists the chunks
 // (node, begin, end, slot >= 0) of split rows; hubs has (node, first slot, count, 0) per split row.
+// A row-group part (edge_balanced) lists groups of consecutive rows (first, end, ptr[first],
+// ptr[end]), one block each.
 #include "test_util.hpp"
 
 #include <gtest/gtest-spi.h>
@@ -65,16 +67,27 @@ Schedule hybrid(int lanes, int mid, int threshold, int chunk) {
   return s;
 }
 
+Schedule edge_balanced(int lanes, int chunk) {
+  Schedule s = subwarp(lanes);
+  s.solver = SolverId::EdgeBalanced;
+  s.chunk = chunk;
+  return s;
+}
+
 // Expected parts, for the hand-worked tests.
 Part whole(int32_t lanes, int32_t min_degree, int32_t max_degree) { return Part{lanes, true, min_degree, max_degree, {}}; }
 Part chunks(int32_t lanes, std::vector<Segment> segments) {
   return Part{lanes, false, 0, kNoLimit, std::move(segments)};
 }
+Part row_groups(int32_t lanes, std::vector<Segment> segments) {
+  return Part{lanes, false, 0, kNoLimit, std::move(segments), true};
+}
 
 std::string bound(int32_t v) { return v == kNoLimit ? "inf" : std::to_string(v); }
 
-// The shape of a part without its list: "whole lanes=32 [2, 5)" or "chunks lanes=32".
+// The shape of a part without its list: "whole lanes=32 [2, 5)", "chunks lanes=32" or "row groups lanes=32".
 std::string shape(const Part& p) {
+  if (p.row_groups) return "row groups lanes=" + std::to_string(p.lanes);
   return p.whole_rows ? "whole lanes=" + std::to_string(p.lanes) + " [" + bound(p.min_degree) + ", " +
                             bound(p.max_degree) + ")"
                       : "chunks lanes=" + std::to_string(p.lanes);
@@ -105,10 +118,14 @@ std::vector<int32_t> rows_in(const dfgnn::Compressed& c, const Part& part) {
 }
 
 // Checks the invariants every plan satisfies on a structure (failures are reported, not thrown).
-// - layout: [a chunk part, present iff the solver splits and some row has degree >= threshold],
-//   then the whole-row parts of the solver: subwarp/block_row {lanes, [0, inf)}; hub_split
-//   {lanes, [0, threshold)}; hybrid {32, [mid, threshold)}, {lanes, [0, mid)}; chunk parts run
-//   the schedule's lanes (hub_split) or whole warps (hybrid);
+// - layout: [a chunk part, present iff the solver splits and some row has degree >= threshold
+//   (edge_balanced: > chunk)], then the whole-row parts of the solver: subwarp/block_row
+//   {lanes, [0, inf)}; hub_split {lanes, [0, threshold)}; hybrid {32, [mid, threshold)},
+//   {lanes, [0, mid)}; edge_balanced a row-group part (if any row is left unsplit); chunk parts
+//   run the schedule's lanes (hub_split, edge_balanced) or whole warps (hybrid);
+// - row groups tile the unsplit rows in order without spanning a split row, each costing at most
+//   chunk (edges + rows) unless it is one row, and each as long as the greedy cut allows (the next
+//   row after it would not have fitted);
 // - whole-row parts carry no list; chunk parts list chunks only (slot >= 0) of rows of degree
 //   >= threshold, each of 1..chunk edges;
 // - every row is processed exactly once: its degree lies in exactly one whole-row range and it is
@@ -118,9 +135,14 @@ std::vector<int32_t> rows_in(const dfgnn::Compressed& c, const Part& part) {
 //   0..num_slots-1 each appear once, handed out in node order.
 void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& plan) {
   const int32_t n = c.num_rows;
-  const bool splits = s.solver == SolverId::HubSplit || s.solver == SolverId::Hybrid;
-  bool has_hub = false;
-  for (int32_t i = 0; i < n && splits; ++i) has_hub = has_hub || c.degree(i) >= s.threshold;
+  const bool balanced = s.solver == SolverId::EdgeBalanced;
+  const bool splits = s.solver == SolverId::HubSplit || s.solver == SolverId::Hybrid || balanced;
+  const int32_t threshold = balanced ? s.chunk + 1 : s.threshold;
+  bool has_hub = false, has_unsplit = false;
+  for (int32_t i = 0; i < n && splits; ++i) {
+    has_hub = has_hub || c.degree(i) >= threshold;
+    has_unsplit = has_unsplit || c.degree(i) < threshold;
+  }
   std::vector<std::string> expected_layout;
   if (has_hub) expected_layout.push_back(shape(chunks(s.solver == SolverId::Hybrid ? 32 : s.lanes, {})));
   switch (s.solver) {
@@ -130,6 +152,9 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
     case SolverId::Hybrid:
       expected_layout.push_back(shape(whole(32, s.mid, s.threshold)));
       expected_layout.push_back(shape(whole(s.lanes, 0, s.mid)));
+      break;
+    case SolverId::EdgeBalanced:
+      if (has_unsplit) expected_layout.push_back(shape(row_groups(s.lanes, {})));
       break;
   }
   std::vector<std::string> layout;
@@ -149,6 +174,28 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
       for (const int32_t i : rows_in(c, part)) ++in_ranges[i];
       continue;
     }
+    if (part.row_groups) {
+      EXPECT_TRUE(balanced) << "row groups in a plan of another solver";
+      EXPECT_FALSE(part.segments.empty()) << "empty row-group parts are not launched";
+      int32_t next = 0;  // first row not yet grouped
+      for (const Segment& seg : part.segments) {
+        const auto [first, end, begin_edge, end_edge] = seg;
+        ASSERT_GE(first, next) << "row groups out of order";
+        ASSERT_LT(first, end);
+        ASSERT_LE(end, n);
+        for (int32_t i = next; i < first; ++i)
+          EXPECT_GE(c.degree(i), threshold) << "row " << i << " skipped between row groups but not split";
+        EXPECT_EQ(begin_edge, c.ptr[first]);
+        EXPECT_EQ(end_edge, c.ptr[end]);
+        const int32_t cost = end_edge - begin_edge + end - first;
+        if (end - first > 1) EXPECT_LE(cost, s.chunk) << "row group [" << first << ", " << end << ")";
+        if (end < n && c.degree(end) < threshold)
+          EXPECT_GT(cost + c.degree(end) + 1, s.chunk) << "row group [" << first << ", " << end << ") cut early";
+        for (int32_t i = first; i < end; ++i) ++in_ranges[i];
+        next = end;
+      }
+      continue;
+    }
     EXPECT_TRUE(splits) << "chunk part in a plan that splits no rows";
     EXPECT_FALSE(part.segments.empty()) << "empty chunk parts are not launched";
     for (const Segment& seg : part.segments) {
@@ -156,7 +203,7 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
       ASSERT_GE(node, 0);
       ASSERT_LT(node, n);
       EXPECT_GE(slot, 0) << "chunk part entry without a slot (row " << node << ")";
-      EXPECT_GE(c.degree(node), s.threshold) << "row " << node << " split below the threshold";
+      EXPECT_GE(c.degree(node), threshold) << "row " << node << " split below the threshold";
       EXPECT_GE(end - begin, 1) << "row " << node;
       EXPECT_LE(end - begin, s.chunk) << "row " << node;
       if (slot >= 0) {
@@ -352,6 +399,40 @@ TEST(Plan, HybridKeepsEmptyBins) {
   }
 }
 
+TEST(Plan, EdgeBalancedHandWorked) {
+  // Degrees {5, 0, 2, 9, 4}: ptr = {0, 5, 5, 7, 16, 20}; a row costs its degree + 1. Chunk 6:
+  //   row 0 (cost 6) fills a group; row 1 (1) + row 2 (3) share one; row 3 (9 > 6 edges) is split
+  //   into 6 + 3 edges and closes the group before it; row 4 (5) is the last group.
+  const auto g = graph_with_degrees({5, 0, 2, 9, 4});
+  const Schedule s = edge_balanced(16, 6);
+  const HostPlan plan = dfgnn::make_plan(g->csr(), s);
+  EXPECT_EQ(describe_parts(plan.parts),
+            describe_parts({chunks(16, {{3, 7, 13, 0}, {3, 13, 16, 1}}),
+                            row_groups(16, {{0, 1, 0, 5}, {1, 3, 5, 7}, {4, 5, 16, 20}})}));
+  EXPECT_EQ(plan.hubs, (std::vector<Segment>{{3, 0, 2, 0}}));
+  EXPECT_EQ(plan.num_slots, 2);
+  check_plan(g->csr(), s, plan);
+
+  // Chunk 20: nothing split; rows 0-3 cost 6 + 1 + 3 + 10 = 20 and fill a group, row 4 is alone.
+  const Schedule wide = edge_balanced(32, 20);
+  const HostPlan one = dfgnn::make_plan(g->csr(), wide);
+  EXPECT_EQ(describe_parts(one.parts), describe_parts({row_groups(32, {{0, 4, 0, 16}, {4, 5, 16, 20}})}));
+  EXPECT_TRUE(one.hubs.empty());
+  check_plan(g->csr(), wide, one);
+
+  // Chunk 1: every row with an edge is split into single edges; the empty row is its own group.
+  const Schedule tiny = edge_balanced(4, 1);
+  const HostPlan split = dfgnn::make_plan(g->csr(), tiny);
+  ASSERT_EQ(split.parts.size(), 2u);
+  EXPECT_EQ(split.parts[0].segments.size(), 20u);
+  EXPECT_EQ(describe(split.parts[1]), describe(row_groups(4, {{1, 2, 5, 5}})));
+  check_plan(g->csr(), tiny, split);
+
+  // No nodes: no parts at all (nothing to launch).
+  const auto empty = graph_with_degrees({});
+  EXPECT_TRUE(dfgnn::make_plan(empty->csr(), s).parts.empty());
+}
+
 TEST(Plan, EmptyGraph) {
   const auto g = graph_with_degrees({});
   EXPECT_EQ(describe_parts(dfgnn::make_plan(g->csr(), subwarp(32)).parts), describe_parts({whole(32, 0, kNoLimit)}));
@@ -399,6 +480,12 @@ TEST(Plan, EveryRowCoveredExactlyOnceOnRandomGraphs) {
         check_plan(g->csr(), s, csr);
         check_plan(g->csc(), s, dfgnn::make_plan(g->csc(), s));
         ++(csr.num_slots > 0 ? plans_with_chunks : plans_without);
+      }
+      {
+        const Schedule s = edge_balanced(lanes, chunk);
+        SCOPED_TRACE("trial " + std::to_string(trial) + " " + dfgnn::to_string(s));
+        check_plan(g->csr(), s, dfgnn::make_plan(g->csr(), s));
+        check_plan(g->csc(), s, dfgnn::make_plan(g->csc(), s));
       }
       if (threshold >= 2) {
         const int32_t mid = std::uniform_int_distribution<int32_t>(1, threshold - 1)(rng);

@@ -132,6 +132,7 @@ TEST(Schedule, RoundTripEverySolver) {
       make(SolverId::BlockRow, 16, 4, 2, 8, 0, 0, 0),
       make(SolverId::HubSplit, 4, 64, 1, 1, 0, 256, 128),
       make(SolverId::Hybrid, 16, 16, 1, 4, 32, 2048, 512),
+      make(SolverId::EdgeBalanced, 16, 32, 1, 4, 0, 0, 2048),
       // Values the parser must carry even where a solver would reject them.
       make(SolverId::Hybrid, 5, -3, 7, 3, 2147483647, -2147483647 - 1, 0),
   };
@@ -148,7 +149,7 @@ TEST(Schedule, RoundTripEverySolver) {
     EXPECT_EQ(s.solver, solver->id());
     EXPECT_EQ(dfgnn::find_solver(solver->id()), solver);
   }
-  EXPECT_EQ(dfgnn::all_solvers().size(), 4u);
+  EXPECT_EQ(dfgnn::all_solvers().size(), 5u);
 }
 
 TEST(Schedule, ParseKeepsDefaultsOfOmittedFieldsInAnyOrder) {
@@ -284,6 +285,12 @@ TEST(Schedule, InvalidSchedulesNameTheReason) {
        "hybrid needs 1 <= mid < threshold and chunk >= 1"},
       {DFGNN_DTYPE_FLOAT32, 32, "hybrid:lanes=8,groups=32,team=2,vec=4,mid=8,threshold=64,chunk=64",
        "hybrid schedules have team = 1"},
+      {DFGNN_DTYPE_FLOAT32, 32, "edge_balanced:lanes=8,groups=32,vec=4,chunk=0", "edge_balanced needs chunk >= 1"},
+      {DFGNN_DTYPE_FLOAT32, 32, "edge_balanced:lanes=8,groups=32,vec=4,threshold=64,chunk=512",
+       "edge_balanced schedules take no mid/threshold"},
+      {DFGNN_DTYPE_FLOAT32, 32, "edge_balanced:lanes=8,groups=32,team=2,vec=4,chunk=512",
+       "edge_balanced schedules have team = 1"},
+      {DFGNN_DTYPE_FLOAT32, 1024, "edge_balanced:lanes=32,groups=32,vec=4,chunk=512", "parked row pieces need"},
       {DFGNN_DTYPE_FLOAT32, 4096, "subwarp:lanes=4,groups=64,vec=4", "D = 4096 needs 1024 values per lane with 4 lanes (limit 64)"},
       {DFGNN_DTYPE_FLOAT32, 4096, "subwarp:lanes=4,groups=64,vec=1", "D = 4096 needs 1024 values per lane with 4 lanes"},
       {DFGNN_DTYPE_FLOAT32, 4096, "subwarp:lanes=32,groups=8,vec=4", "D = 4096 needs 128 values per lane with 32 lanes"},
@@ -323,6 +330,7 @@ TEST(Schedule, BoundaryCasesAreValid) {
       {DFGNN_DTYPE_FLOAT32, 32, "block_row:lanes=16,groups=2,team=2,vec=4"},
       {DFGNN_DTYPE_FLOAT32, 32, "hub_split:lanes=8,groups=32,vec=4,threshold=1,chunk=1"},
       {DFGNN_DTYPE_FLOAT32, 32, "hybrid:lanes=4,groups=64,vec=4,mid=1,threshold=2,chunk=1"},
+      {DFGNN_DTYPE_FLOAT32, 32, "edge_balanced:lanes=8,groups=128,vec=4,chunk=1"},  // 1024 threads, 1-edge rows
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
@@ -546,7 +554,7 @@ TEST(Schedule, ListedSchedulesAreAcceptedBackAndUnique) {
         }
       }
       // Every solver applies to a planted-hub graph.
-      EXPECT_EQ(solvers.size(), 4u);
+      EXPECT_EQ(solvers.size(), 5u);
       // The listing is in the solvers' order.
       std::vector<int> order;
       for (const std::string& text : listed) order.push_back(static_cast<int>(dfgnn::parse_schedule(text).solver));
