@@ -14,25 +14,16 @@ launch__occupancy_limit_registers,dram__throughput.avg.pct_of_peak_sustained_ela
 launch__grid_size,launch__block_size
 for shape in "4 64" "1 128"; do
   set -- $shape
-  tag=h$1-d$2
-  echo "=== ncu transformer H=$1 D=$2 ($(date +%T))"
-  timeout 240 "$ncu" --clock-control none --metrics "$metrics" --section WarpStateStats --csv \
-    -k 'regex:rows_kernel|merge_kernel|prep_kernel|balanced_kernel' --launch-count 12 \
-    "$build/tools/dfgnn-bench" --rmat 20 --model transformer --heads "$1" --dim "$2" --direction both \
-    --warmup 0 --iters 1 --rotations 1 --no-baseline > "$out/ncu-$tag.csv" 2> "$out/ncu-$tag.log"
-  echo "exit $?"; python3 - "$out/ncu-$tag.csv" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows: sys.exit("no ncu rows")
-head = rows[0]; col = {n: i for i, n in enumerate(head)}
-by = collections.OrderedDict()
-for r in rows[1:]:
-    key = (r[col["ID"]], r[col["Kernel Name"]][:90])
-    by.setdefault(key, {})[r[col["Metric Name"]]] = r[col["Metric Value"]]
-for (kid, name), m in by.items():
-    stalls = sorted(((float(v.replace(',', '')), k) for k, v in m.items() if k.startswith("smsp__average_warp") or "stall" in k.lower()), reverse=True)[:3]
-    print(kid, name)
-    print("   ", {k.split("__")[1][:40]: v for k, v in m.items() if not ("stall" in k.lower() or k.startswith("smsp__average_warp"))})
-    print("    top stalls:", stalls)
-PY
+  for what in forward backward; do
+    tag=h$1-d$2-$what
+    filter='regex:Forward<'; count=3
+    [ $what = backward ] && { filter='regex:Backward|prep_kernel'; count=8; }
+    echo "=== ncu transformer H=$1 D=$2 $what kernels ($(date +%T))"
+    timeout 200 "$ncu" --clock-control none --metrics "$metrics" --section WarpStateStats --csv \
+      --kernel-name-base demangled -k "$filter" --launch-count $count \
+      "$build/tools/dfgnn-bench" --rmat 20 --model transformer --heads "$1" --dim "$2" --direction $what \
+      --warmup 0 --iters 1 --rotations 1 --no-baseline > "$out/ncu-$tag.csv" 2> "$out/ncu-$tag.log"
+    echo "exit $?"
+    python3 bench/ncu_summary.py "$out/ncu-$tag.csv"
+  done
 done

@@ -19,7 +19,3 @@ step "sweep: GAT H=4 D=32 forward"
 $bench "${graphs[@]}" --model gat --heads 4 --dim 32 --direction forward "${common[@]}" \
   --json "$out/sweep-gat-forward.json" > "$out/sweep-gat-forward.txt" 2>&1
 grep -E "\*|default" "$out/sweep-gat-forward.txt" | tail -16
-step "sweep: R-MAT 2^20 transformer H=4 D=64 backward"
-$bench --rmat 20 --model transformer --heads 4 --dim 64 --direction backward "${common[@]}" \
-  --json "$out/sweep-rmat20-gt-h4-backward.json" > "$out/sweep-rmat20-gt-h4-backward.txt" 2>&1
-grep -E "\*|default" "$out/sweep-rmat20-gt-h4-backward.txt" | tail -8

@@ -104,6 +104,7 @@ struct Forward {
   using T = typename G::T;
   static constexpr int NV = 1, NS = 2;  // acc; running max m, running sum l
   static constexpr int U = batch_for<G::R*(M::kSeparateValue ? 2 : 1)>();
+  static constexpr bool kHalfOccupancy = false;  // fits 64 registers by itself at small R
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     typename M::Row row;
@@ -195,6 +196,7 @@ struct BackwardRow {
   using Hooks = typename M::RowGrad;
   static constexpr int NV = Hooks::NV, NS = Hooks::NS;
   static constexpr int U = batch_for<G::R*(M::kSeparateValue ? 2 : 1)>();
+  static constexpr bool kHalfOccupancy = false;
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     typename M::Row row;
@@ -268,7 +270,13 @@ struct BackwardCol {
   using Col = typename Hooks::Col;
   using Nbr = typename Hooks::Nbr;
   static constexpr int NV = 1 + Hooks::NV, NS = Hooks::NS;
-  static constexpr int U = batch_for<G::R*(1 + Hooks::kNbrFrags + (G::E ? 1 : 0))>();
+  // Each neighbour in flight holds its dout and model fragments plus lse, Delta and the partial
+  // sums (counted as one more fragment); sized so the pass fits 64 registers at small R.
+  static constexpr int U = batch_for<G::R*(2 + Hooks::kNbrFrags + (G::E ? 1 : 0))>();
+  // Measured on the H200 (bench/results): with four neighbours in flight this pass took over 100
+  // registers, two blocks per SM and a third of the DRAM bandwidth; capped at 64 registers it
+  // keeps half the SM's warps resident.
+  static constexpr bool kHalfOccupancy = G::R <= 4;
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     Col col;

@@ -21,8 +21,16 @@ __host__ __device__ constexpr int state_floats() {
   return Pass::NS + Pass::NV * Pass::G_::D;
 }
 
+// Minimum resident blocks per SM asked of the compiler: with Pass::kHalfOccupancy, enough for half
+// the SM's 2048 threads (at most 64 registers per thread), else no constraint.
+template <typename Pass, int THREADS>
+__host__ __device__ constexpr int min_blocks() {
+  return Pass::kHalfOccupancy && THREADS <= 1024 ? 1024 / THREADS : 1;
+}
+
 template <typename Pass, int GROUPS, int TEAM>
-__global__ void __launch_bounds__(GROUPS * Pass::G_::L) rows_kernel(const Params p) {
+__global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS * Pass::G_::L>()))
+    rows_kernel(const Params p) {
   using G = typename Pass::G_;
   constexpr int L = G::L, TEAMS = GROUPS / TEAM, U = Pass::U;
   static_assert(GROUPS % TEAM == 0, "TEAM must divide GROUPS");
@@ -104,7 +112,8 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L) merge_kernel(const Param
 // row cut by share boundaries is finished by its owner after it folds the other shares' pieces of
 // it, parked in shared memory, in share order (deterministic, no atomics).
 template <typename Pass, int GROUPS>
-__global__ void __launch_bounds__(GROUPS * Pass::G_::L) balanced_kernel(const Params p) {
+__global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS * Pass::G_::L>()))
+    balanced_kernel(const Params p) {
   using G = typename Pass::G_;
   constexpr int L = G::L, U = Pass::U, SF = state_floats<Pass>();
   extern __shared__ float parked[];  // per group: its piece of a row that began in an earlier share

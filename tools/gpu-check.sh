@@ -16,6 +16,7 @@
 #     bench     kernel benchmarks (bench/run-benchmarks.sh)
 #     targets   the R-MAT and hub-graph target benchmarks only
 #     tuned     the slowest target again with a tuned schedule (dfgnn-tune, then dispatch from its database)
+#     ab        the R-MAT targets timed with this tree and with .ab/base.tgz (an older commit) side by side
 #     sweep     every candidate schedule of every solver on graphs of different shapes (bench/sweep-solvers.sh)
 #     profile   Nsight Compute counters per kernel on R-MAT 2^20 (bench/profile-passes.sh)
 #     python    the Python package on the GPU (bench/run-python-gpu.sh)
@@ -84,6 +85,11 @@ has tune && { step tune; bash bench/tune-quality.sh build-gpu "$out" "$datasets"
 has bench && { step benchmarks; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets"; }
 has targets && { step "benchmark targets"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" targets; }
 has tuned && { step "tuned target"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" tuned; }
+has ab && { step "A/B against .ab/base.tgz"; bash bench/ab-compare.sh .ab/base.tgz build-gpu "$out" -- \
+  -DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \
+  -DSQLite3_LIBRARY=$prefix/usr/lib/x86_64-linux-gnu/libsqlite3.so -DZLIB_INCLUDE_DIR=$prefix/usr/include \
+  -DZLIB_LIBRARY=$zlib -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
+  "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include"; }
 has sweep && { step "solver sweeps"; bash bench/sweep-solvers.sh build-gpu "$out" "$datasets"; }
 has profile && { step "ncu profile"; bash bench/profile-passes.sh build-gpu "$out"; }
 if has python; then
