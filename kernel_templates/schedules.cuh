@@ -22,10 +22,11 @@ __host__ __device__ constexpr int state_floats() {
 }
 
 // Minimum resident blocks per SM asked of the compiler: with Pass::kHalfOccupancy, enough for half
-// the SM's 2048 threads (at most 64 registers per thread), else no constraint.
+// the SM's 2048 threads (at most 64 registers per thread), else 0, no constraint (1 is not the
+// same: ptxas then took 64-80 registers where it had taken 48-64).
 template <typename Pass, int THREADS>
 __host__ __device__ constexpr int min_blocks() {
-  return Pass::kHalfOccupancy && THREADS <= 1024 ? 1024 / THREADS : 1;
+  return Pass::kHalfOccupancy && THREADS <= 1024 ? 1024 / THREADS : 0;
 }
 
 template <typename Pass, int GROUPS, int TEAM>
