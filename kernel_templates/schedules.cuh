@@ -106,28 +106,39 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L) merge_kernel(const Param
   Pass::finish(p, ctx, gl, mask, st);
 }
 
-// Edge-balanced block: block b serves row group segments[b / H] (rows [x, y), none longer than the
-// plan's chunk: longer rows go to rows_kernel as split rows) for one head. The GROUPS groups split
-// the row group's edges into equal contiguous shares, so a block's groups finish together whatever
-// the degrees. A group owns the rows that begin in its share and finishes those that end in it; a
-// row cut by share boundaries is finished by its owner after it folds the other shares' pieces of
-// it, parked in shared memory, in share order (deterministic, no atomics).
+// Heads a balanced_kernel block serves: all H when they divide its groups, else one (the host's
+// grid in ops.cpp follows the same rule).
+template <int GROUPS, int H>
+__host__ __device__ constexpr int heads_per_block() {
+  return GROUPS % H == 0 ? H : 1;
+}
+
+// Edge-balanced block: a block serves one row group of segments (rows [x, y), none longer than
+// the plan's chunk: longer rows go to rows_kernel as split rows) for HB heads. Its groups form
+// GROUPS / HB shares of HB groups, the heads of one share side by side (they read the same
+// neighbours, as in rows_kernel); the shares split the row group's edges into equal contiguous
+// ranges, so a block's groups finish together whatever the degrees. A group owns the rows that
+// begin in its share and finishes those that end in it; a row cut by share boundaries is finished
+// by its owner after it folds the later shares' pieces of it, parked in shared memory, in share
+// order (deterministic, no atomics).
 template <typename Pass, int GROUPS>
 __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS * Pass::G_::L>()))
     balanced_kernel(const Params p) {
   using G = typename Pass::G_;
   constexpr int L = G::L, U = Pass::U, SF = state_floats<Pass>();
+  constexpr int HB = heads_per_block<GROUPS, G::H>(), SHARES = GROUPS / HB;
   extern __shared__ float parked[];  // per group: its piece of a row that began in an earlier share
   const int group = threadIdx.x / L, gl = threadIdx.x % L;
+  const int mine = group / HB, head_slot = group % HB;  // share index, head within the block
   const unsigned mask = group_mask<L>();
-  const int4 rows = p.segments[blockIdx.x / G::H];
-  const int head = blockIdx.x % G::H;
+  const int4 rows = p.segments[blockIdx.x / (G::H / HB)];
+  const int head = blockIdx.x % (G::H / HB) * HB + head_slot;
   const int r0 = rows.x, r1 = rows.y;
   const int eb = p.ptr[r0], ee = p.ptr[r1];
-  const bool last = group == GROUPS - 1;
-  const int share = (ee - eb + GROUPS - 1) / GROUPS;
-  const int s0 = min(ee, eb + group * share);
-  const int s1 = last ? ee : min(ee, s0 + share);  // this group's share [s0, s1)
+  const bool last = mine == SHARES - 1;
+  const int share = (ee - eb + SHARES - 1) / SHARES;
+  const int s0 = min(ee, eb + mine * share);
+  const int s1 = last ? ee : min(ee, s0 + share);  // this share's edges [s0, s1)
   // First row that begins at or after s0 (rows are short and few: a binary search over ptr).
   int r = r0;
   for (int hi = r1; r < hi;) {
@@ -161,9 +172,9 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS
   }
   __syncthreads();
   if (open_end < 0) return;
-  for (int k = group + 1; k < GROUPS && eb + k * share < open_end; ++k) {
+  for (int k = mine + 1; k < SHARES && eb + k * share < open_end; ++k) {
     typename Pass::State piece;
-    load_state<G>(parked + k * SF, gl, piece);
+    load_state<G>(parked + (k * HB + head_slot) * SF, gl, piece);
     Pass::merge(st, piece);
   }
   Pass::finish(p, ctx, gl, mask, st);

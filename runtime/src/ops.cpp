@@ -187,8 +187,11 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
     l.count = part.whole_rows ? g.num_nodes() : static_cast<int32_t>(part.segments.size());
     l.min_degree = part.min_degree;
     l.max_degree = part.max_degree;
-    // Row groups: one block per (group, head); otherwise one team per (item, head).
-    l.grid = blocks_for(int64_t{l.count} * op.heads, part.row_groups ? 1 : shape.groups / shape.team);
+    // Row groups: one block per row group and all heads when they divide the block's groups, else
+    // per head (heads_per_block in schedules.cuh); otherwise one team per (item, head).
+    const int32_t heads_per_block = shape.groups % op.heads == 0 ? op.heads : 1;
+    l.grid = part.row_groups ? static_cast<unsigned>(int64_t{l.count} * (op.heads / heads_per_block))
+                             : blocks_for(int64_t{l.count} * op.heads, shape.groups / shape.team);
     l.block = shape.groups * shape.lanes;
     l.smem = shape.team > 1 || part.row_groups ? shape.groups * smem_per_group : 0;
     r.rows.push_back(l);

@@ -208,7 +208,8 @@ class HybridSolver final : public Solver {
 };
 
 // Blocks take row groups of about `chunk` edges (a row costs its edges plus one) and split them
-// evenly over their groups; rows longer than `chunk` are split and merged as in hub_split. Balances
+// evenly over their groups; rows longer than `chunk` are split into pieces of chunk / groups edges
+// and merged as in hub_split. Balances
 // blocks whatever the degree distribution, at the price of merging rows cut by share boundaries.
 class EdgeBalancedSolver final : public Solver {
  public:

@@ -28,7 +28,7 @@ struct Schedule {
   int32_t mid = 0;        // Hybrid: rows of degree >= mid use whole warps, below it `lanes` lanes
   int32_t threshold = 0;  // HubSplit, Hybrid: rows of degree >= threshold are split into chunks
   int32_t chunk = 0;      // HubSplit, Hybrid: edges per chunk of a split row; EdgeBalanced: edges
-                          // per block (longer rows are split into chunks of this size)
+                          // per block (longer rows are split into pieces of chunk / groups edges)
 
   // The one field list: name and member, in text order.
   template <typename Self, typename F>

@@ -67,9 +67,10 @@ Schedule hybrid(int lanes, int mid, int threshold, int chunk) {
   return s;
 }
 
-Schedule edge_balanced(int lanes, int chunk) {
+Schedule edge_balanced(int lanes, int groups, int chunk) {
   Schedule s = subwarp(lanes);
   s.solver = SolverId::EdgeBalanced;
+  s.groups = groups;
   s.chunk = chunk;
   return s;
 }
@@ -138,6 +139,7 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
   const bool balanced = s.solver == SolverId::EdgeBalanced;
   const bool splits = s.solver == SolverId::HubSplit || s.solver == SolverId::Hybrid || balanced;
   const int32_t threshold = balanced ? s.chunk + 1 : s.threshold;
+  const int32_t piece = balanced ? std::max(1, s.chunk / s.groups) : s.chunk;  // edges per chunk of a split row
   bool has_hub = false, has_unsplit = false;
   for (int32_t i = 0; i < n && splits; ++i) {
     has_hub = has_hub || c.degree(i) >= threshold;
@@ -205,7 +207,7 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
       EXPECT_GE(slot, 0) << "chunk part entry without a slot (row " << node << ")";
       EXPECT_GE(c.degree(node), threshold) << "row " << node << " split below the threshold";
       EXPECT_GE(end - begin, 1) << "row " << node;
-      EXPECT_LE(end - begin, s.chunk) << "row " << node;
+      EXPECT_LE(end - begin, piece) << "row " << node;
       if (slot >= 0) {
         ASSERT_LT(slot, plan.num_slots) << "row " << node;
         ++slot_seen[slot];
@@ -233,7 +235,7 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
     }
     EXPECT_EQ(pos, c.ptr[node + 1]) << "row " << node << " chunks end early or late";
     const int32_t d = c.degree(node);
-    EXPECT_EQ(static_cast<int32_t>(list.size()), (d + s.chunk - 1) / s.chunk) << "row " << node;
+    EXPECT_EQ(static_cast<int32_t>(list.size()), (d + piece - 1) / piece) << "row " << node;
     // Split rows in node order, slots handed out in that order.
     EXPECT_EQ(plan.hubs[h], (Segment{node, next_slot, static_cast<int32_t>(list.size()), 0}));
     EXPECT_EQ(list[0][3], next_slot) << "row " << node;
@@ -400,28 +402,29 @@ TEST(Plan, HybridKeepsEmptyBins) {
 }
 
 TEST(Plan, EdgeBalancedHandWorked) {
-  // Degrees {5, 0, 2, 9, 4}: ptr = {0, 5, 5, 7, 16, 20}; a row costs its degree + 1. Chunk 6:
-  //   row 0 (cost 6) fills a group; row 1 (1) + row 2 (3) share one; row 3 (9 > 6 edges) is split
-  //   into 6 + 3 edges and closes the group before it; row 4 (5) is the last group.
+  // Degrees {5, 0, 2, 9, 4}: ptr = {0, 5, 5, 7, 16, 20}; a row costs its degree + 1. Chunk 6 over
+  // 2 groups: row 0 (cost 6) fills a row group; row 1 (1) + row 2 (3) share one; row 3 (9 > 6
+  // edges) is split into pieces of 6 / 2 = 3 edges and closes the group before it; row 4 (5) is
+  // the last group.
   const auto g = graph_with_degrees({5, 0, 2, 9, 4});
-  const Schedule s = edge_balanced(16, 6);
+  const Schedule s = edge_balanced(16, 2, 6);
   const HostPlan plan = dfgnn::make_plan(g->csr(), s);
   EXPECT_EQ(describe_parts(plan.parts),
-            describe_parts({chunks(16, {{3, 7, 13, 0}, {3, 13, 16, 1}}),
+            describe_parts({chunks(16, {{3, 7, 10, 0}, {3, 10, 13, 1}, {3, 13, 16, 2}}),
                             row_groups(16, {{0, 1, 0, 5}, {1, 3, 5, 7}, {4, 5, 16, 20}})}));
-  EXPECT_EQ(plan.hubs, (std::vector<Segment>{{3, 0, 2, 0}}));
-  EXPECT_EQ(plan.num_slots, 2);
+  EXPECT_EQ(plan.hubs, (std::vector<Segment>{{3, 0, 3, 0}}));
+  EXPECT_EQ(plan.num_slots, 3);
   check_plan(g->csr(), s, plan);
 
   // Chunk 20: nothing split; rows 0-3 cost 6 + 1 + 3 + 10 = 20 and fill a group, row 4 is alone.
-  const Schedule wide = edge_balanced(32, 20);
+  const Schedule wide = edge_balanced(32, 8, 20);
   const HostPlan one = dfgnn::make_plan(g->csr(), wide);
   EXPECT_EQ(describe_parts(one.parts), describe_parts({row_groups(32, {{0, 4, 0, 16}, {4, 5, 16, 20}})}));
   EXPECT_TRUE(one.hubs.empty());
   check_plan(g->csr(), wide, one);
 
   // Chunk 1: every row with an edge is split into single edges; the empty row is its own group.
-  const Schedule tiny = edge_balanced(4, 1);
+  const Schedule tiny = edge_balanced(4, 64, 1);
   const HostPlan split = dfgnn::make_plan(g->csr(), tiny);
   ASSERT_EQ(split.parts.size(), 2u);
   EXPECT_EQ(split.parts[0].segments.size(), 20u);
@@ -431,6 +434,17 @@ TEST(Plan, EdgeBalancedHandWorked) {
   // No nodes: no parts at all (nothing to launch).
   const auto empty = graph_with_degrees({});
   EXPECT_TRUE(dfgnn::make_plan(empty->csr(), s).parts.empty());
+}
+
+TEST(Plan, EdgeBalancedPlansAreCachedPerGroupCount) {
+  // Split pieces are chunk / groups edges, so groups shape an edge_balanced plan (and only its).
+  const auto g = graph_with_degrees({5, 0, 2, 9, 4});
+  const auto two = dfgnn::get_plan(*g, dfgnn::PassKind::Forward, edge_balanced(16, 2, 6));
+  const auto three = dfgnn::get_plan(*g, dfgnn::PassKind::Forward, edge_balanced(16, 3, 6));
+  EXPECT_NE(two.get(), three.get());
+  EXPECT_EQ(two->host().num_slots, 3);    // row 3: 9 edges in pieces of 3
+  EXPECT_EQ(three->host().num_slots, 5);  // pieces of 2
+  EXPECT_EQ(dfgnn::get_plan(*g, dfgnn::PassKind::Forward, edge_balanced(32, 2, 6)).get(), two.get());
 }
 
 TEST(Plan, EmptyGraph) {
@@ -482,7 +496,7 @@ TEST(Plan, EveryRowCoveredExactlyOnceOnRandomGraphs) {
         ++(csr.num_slots > 0 ? plans_with_chunks : plans_without);
       }
       {
-        const Schedule s = edge_balanced(lanes, chunk);
+        const Schedule s = edge_balanced(lanes, 1 << std::uniform_int_distribution<int>(0, 4)(rng), chunk);
         SCOPED_TRACE("trial " + std::to_string(trial) + " " + dfgnn::to_string(s));
         check_plan(g->csr(), s, dfgnn::make_plan(g->csr(), s));
         check_plan(g->csc(), s, dfgnn::make_plan(g->csc(), s));
