@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS
   // First row that begins at or after s0 (rows are short and few: a binary search over ptr).
   int r = r0;
   for (int hi = r1; r < hi;) {
-    const int mid = (r + hi) / 2;
+    const int mid = r + (hi - r) / 2;  // no overflow past 2^30 rows
     if (p.ptr[mid] < s0) r = mid + 1;
     else hi = mid;
   }

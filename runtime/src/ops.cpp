@@ -22,6 +22,7 @@ namespace {
 constexpr int32_t kMergeGroups = 8;  // merge/prep kernels: 8 groups of 32 lanes (or 256 / L groups)
 constexpr int32_t kReduceBlocks = 264;
 constexpr size_t kAlign = 256;
+constexpr int64_t kMaxGridBlocks = 0x7fffffff;  // gridDim.x limit
 
 const char* element_type(dfgnn_dtype_t dtype) {
   switch (dtype) {
@@ -163,7 +164,7 @@ void launch_kernel(cudaKernel_t kernel, unsigned grid, unsigned block, size_t sm
   cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(block), args, smem, stream), what);
 }
 
-unsigned blocks_for(int64_t work, int64_t per_block) { return static_cast<unsigned>((work + per_block - 1) / per_block); }
+int64_t blocks_for(int64_t work, int64_t per_block) { return (work + per_block - 1) / per_block; }
 
 // The launches of one pass: rows kernels per plan part, then the merge of split rows.
 PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
@@ -190,8 +191,12 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
     // Row groups: one block per row group and all heads when they divide the block's groups, else
     // per head (heads_per_block in schedules.cuh); otherwise one team per (item, head).
     const int32_t heads_per_block = shape.groups % op.heads == 0 ? op.heads : 1;
-    l.grid = part.row_groups ? static_cast<unsigned>(int64_t{l.count} * (op.heads / heads_per_block))
-                             : blocks_for(int64_t{l.count} * op.heads, shape.groups / shape.team);
+    const int64_t blocks = part.row_groups ? int64_t{l.count} * (op.heads / heads_per_block)
+                                           : blocks_for(int64_t{l.count} * op.heads, shape.groups / shape.team);
+    if (blocks > kMaxGridBlocks)
+      fail(DFGNN_STATUS_NOT_SUPPORTED, "schedule {} needs {} blocks for this graph, more than a grid holds ({}); "
+           "a larger chunk or more groups per block would fit", to_string(s), blocks, kMaxGridBlocks);
+    l.grid = static_cast<unsigned>(blocks);
     l.block = shape.groups * shape.lanes;
     l.smem = shape.team > 1 || part.row_groups ? shape.groups * smem_per_group : 0;
     r.rows.push_back(l);
@@ -201,7 +206,7 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
     l.kernel = r.module->kernel(s.solver == SolverId::Hybrid ? 2 : 1);
     l.list = device.hubs.as<const int4>();
     l.count = static_cast<int32_t>(r.plan->host().hubs.size());
-    l.grid = blocks_for(int64_t{l.count} * op.heads, 256 / (s.solver == SolverId::Hybrid ? 32 : s.lanes));
+    l.grid = static_cast<unsigned>(blocks_for(int64_t{l.count} * op.heads, 256 / (s.solver == SolverId::Hybrid ? 32 : s.lanes)));
     l.block = 256;
     r.merge = l;
   }
@@ -457,8 +462,8 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   const int32_t prep_lanes = lanes_for_dim(op.dim, 1);
   {
     void* args[] = {&p};
-    launch_kernel(helpers.kernel(0), blocks_for(int64_t{n} * op.heads, 256 / prep_lanes), 256, 0, launch.stream, args,
-                  "prep kernel launch");
+    const auto grid = static_cast<unsigned>(blocks_for(int64_t{n} * op.heads, 256 / prep_lanes));
+    launch_kernel(helpers.kernel(0), grid, 256, 0, launch.stream, args, "prep kernel launch");
   }
   launch_pass(recipe->first, n, p, launch.stream);
   launch_pass(recipe->second, n, p, launch.stream);

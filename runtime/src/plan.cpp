@@ -51,9 +51,9 @@ HostPlan make_plan(const Compressed& c, const Schedule& s) {
     case SolverId::EdgeBalanced: {
       // Consecutive rows gathered into groups costing at most `chunk` (a row costs its edges plus
       // one for its own loads and stores); a row with more than `chunk` edges is split instead,
-      // into pieces of one lane group's share (chunk / groups edges: whole-chunk pieces on one
-      // group each made hubs the tail, up to 3.9x slower on blogcatalog), and ends the group
-      // before it.
+      // into pieces of chunk / groups edges, one lane group's part of a block's edges (whole-chunk
+      // pieces on one group each made hubs the tail, up to 3.9x slower on blogcatalog), and ends
+      // the group before it.
       const int32_t piece = std::max(1, s.chunk / s.groups);
       Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
       Part groups{s.lanes, false, 0, HostPlan::kNoLimit, {}, true};

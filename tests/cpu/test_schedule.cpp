@@ -341,6 +341,30 @@ TEST(Schedule, BoundaryCasesAreValid) {
   }
 }
 
+TEST(Schedule, EdgeBalancedCandidates) {
+  // Blocks of 256 and 512 threads, 16, 64 or 256 edges per lane group (chunk = edges per group x
+  // groups); the default (64 edges per group, 256 threads) is valid and among them.
+  const auto owned = internal_planted(2000, 8, 2, 500, 3);
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 2, 64);
+  for (dfgnn::PassKind pass : {dfgnn::PassKind::Forward, dfgnn::PassKind::BackwardRow, dfgnn::PassKind::BackwardCol}) {
+    const dfgnn::PassProblem p = dfgnn::pass_problem(*owned, op, pass, 4);
+    const dfgnn::Solver* solver = dfgnn::find_solver(SolverId::EdgeBalanced);
+    const Schedule fallback = solver->default_schedule(p);
+    EXPECT_EQ(solver->invalid_reason(p, fallback), "") << dfgnn::to_string(fallback);
+    EXPECT_EQ(fallback.lanes * fallback.groups, 256);
+    EXPECT_EQ(fallback.chunk, 64 * fallback.groups);
+    std::vector<std::pair<int32_t, int32_t>> shapes;  // (threads, edges per group)
+    bool has_default = false;
+    for (const Schedule& c : solver->enumerate(p)) {
+      EXPECT_EQ(c.chunk % c.groups, 0) << dfgnn::to_string(c);
+      shapes.emplace_back(c.lanes * c.groups, c.chunk / c.groups);
+      has_default = has_default || c == fallback;
+    }
+    EXPECT_EQ(shapes, (std::vector<std::pair<int32_t, int32_t>>{{256, 16}, {256, 64}, {256, 256}, {512, 16}, {512, 64}, {512, 256}}));
+    EXPECT_TRUE(has_default);
+  }
+}
+
 TEST(Schedule, AlignmentLimitsVectorWidth) {
   // Only reachable through the internal API: the C API assumes any alignment for queries.
   const auto owned = internal_planted(2000, 8, 2, 500, 3);
