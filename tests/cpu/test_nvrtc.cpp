@@ -141,6 +141,17 @@ TEST(Nvrtc, CompileErrorCarriesTheLog) {
   EXPECT_EQ(cache.counters().hits, 0u);
 }
 
+TEST(Nvrtc, EdgeBalancedKernelNames) {
+  // Index 0 and 1: split rows on the hub-split kernels (256-thread blocks, whatever the schedule's
+  // groups), index 2: the balanced kernel with the schedule's groups (ops.cpp launches by index).
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 4, 64);
+  const dfgnn::Schedule s = dfgnn::parse_schedule("edge_balanced:lanes=16,groups=32,vec=4,chunk=512");
+  const std::string pass = "dfgnn::BackwardCol<dfgnn::Geo<float,64,4,16,4,false>,dfgnn::Transformer>";
+  EXPECT_EQ(dfgnn::pass_kernel_names(op, dfgnn::PassKind::BackwardCol, s),
+            (std::vector<std::string>{"&dfgnn::rows_kernel<" + pass + ",16,1>", "&dfgnn::merge_kernel<" + pass + ",16>",
+                                      "&dfgnn::balanced_kernel<" + pass + ",32>"}));
+}
+
 TEST(Nvrtc, CubinAndLoweredNames) {
   const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT16, 2, 32);
   dfgnn::Schedule s = dfgnn::parse_schedule("hub_split:lanes=8,groups=32,vec=8,threshold=256,chunk=128");
