@@ -24,6 +24,12 @@ DFGNN_HOST_DEVICE float dropout_factor(unsigned long long seed, unsigned thresho
   return static_cast<unsigned>(x >> 32) >= threshold ? keep_scale : 0.f;
 }
 
+// Heads one balanced_kernel block serves: all of them when they divide its lane groups (the heads
+// of one edge share then sit side by side), else one. The host sizes that kernel's grid by it.
+DFGNN_HOST_DEVICE constexpr int balanced_heads_per_block(int groups, int heads) {
+  return groups % heads == 0 ? heads : 1;
+}
+
 // Everything a kernel may need, passed by value; each model/pass reads its own fields.
 // The traversed structure (ptr/idx) is CSR (by destination) for forward and row passes, and
 // CSC for column passes.

@@ -106,13 +106,6 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L) merge_kernel(const Param
   Pass::finish(p, ctx, gl, mask, st);
 }
 
-// Heads a balanced_kernel block serves: all H when they divide its groups, else one (the host's
-// grid in ops.cpp follows the same rule).
-template <int GROUPS, int H>
-__host__ __device__ constexpr int heads_per_block() {
-  return GROUPS % H == 0 ? H : 1;
-}
-
 // Edge-balanced block: a block serves one row group of segments (rows [x, y), none longer than
 // the plan's chunk: longer rows go to rows_kernel as split rows) for HB heads. Its groups form
 // GROUPS / HB shares of HB groups, the heads of one share side by side (they read the same
@@ -126,7 +119,7 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS
     balanced_kernel(const Params p) {
   using G = typename Pass::G_;
   constexpr int L = G::L, U = Pass::U, SF = state_floats<Pass>();
-  constexpr int HB = heads_per_block<GROUPS, G::H>(), SHARES = GROUPS / HB;
+  constexpr int HB = balanced_heads_per_block(GROUPS, G::H), SHARES = GROUPS / HB;
   extern __shared__ float parked[];  // per group: its piece of a row that began in an earlier share
   const int group = threadIdx.x / L, gl = threadIdx.x % L;
   const int mine = group / HB, head_slot = group % HB;  // share index, head within the block

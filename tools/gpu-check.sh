@@ -42,12 +42,14 @@ step() { echo "=== $* ($(date +%T))"; }
 step configure
 # Link the machine's own shared zlib (the Debian package ships only a non-PIC static archive).
 zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -1)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF \
-  -DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \
-  -DSQLite3_LIBRARY=$prefix/usr/lib/x86_64-linux-gnu/libsqlite3.so \
-  -DZLIB_INCLUDE_DIR=$prefix/usr/include -DZLIB_LIBRARY=$zlib \
-  -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
-  -DCMAKE_CXX_FLAGS="-isystem $prefix/usr/include" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+# Where CMake finds the unpacked dependencies (also for the A/B section's second build).
+deps=(-DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include
+      -DSQLite3_LIBRARY=$prefix/usr/lib/x86_64-linux-gnu/libsqlite3.so
+      -DZLIB_INCLUDE_DIR=$prefix/usr/include -DZLIB_LIBRARY=$zlib
+      -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0
+      "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include")
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF "${deps[@]}" \
+  > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 step build
 cmake --build build-gpu -j "$(nproc)" --target dfgnn dfgnn_tests_gpu dfgnn-verify dfgnn-graph > "$out/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$out/build.log" | head -40; exit 1; }
@@ -85,11 +87,7 @@ has tune && { step tune; bash bench/tune-quality.sh build-gpu "$out" "$datasets"
 has bench && { step benchmarks; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets"; }
 has targets && { step "benchmark targets"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" targets; }
 has tuned && { step "tuned target"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" tuned; }
-has ab && { step "A/B against .ab/base.tgz"; bash bench/ab-compare.sh .ab/base.tgz build-gpu "$out" -- \
-  -DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \
-  -DSQLite3_LIBRARY=$prefix/usr/lib/x86_64-linux-gnu/libsqlite3.so -DZLIB_INCLUDE_DIR=$prefix/usr/include \
-  -DZLIB_LIBRARY=$zlib -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
-  "-DCMAKE_CXX_FLAGS=-isystem $prefix/usr/include"; }
+has ab && { step "A/B against .ab/base.tgz"; bash bench/ab-compare.sh .ab/base.tgz build-gpu "$out" -- "${deps[@]}"; }
 has sweep && { step "solver sweeps"; bash bench/sweep-solvers.sh build-gpu "$out" "$datasets"; }
 has profile && { step "ncu profile"; bash bench/profile-passes.sh build-gpu "$out"; }
 if has python; then

@@ -188,10 +188,8 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
     l.count = part.whole_rows ? g.num_nodes() : static_cast<int32_t>(part.segments.size());
     l.min_degree = part.min_degree;
     l.max_degree = part.max_degree;
-    // Row groups: one block per row group and all heads when they divide the block's groups, else
-    // per head (heads_per_block in schedules.cuh); otherwise one team per (item, head).
-    const int32_t heads_per_block = shape.groups % op.heads == 0 ? op.heads : 1;
-    const int64_t blocks = part.row_groups ? int64_t{l.count} * (op.heads / heads_per_block)
+    // Row groups: one block per (row group, block's heads); otherwise one team per (item, head).
+    const int64_t blocks = part.row_groups ? int64_t{l.count} * (op.heads / balanced_heads_per_block(shape.groups, op.heads))
                                            : blocks_for(int64_t{l.count} * op.heads, shape.groups / shape.team);
     if (blocks > kMaxGridBlocks)
       fail(DFGNN_STATUS_NOT_SUPPORTED, "schedule {} needs {} blocks for this graph, more than a grid holds ({}); "

@@ -209,8 +209,8 @@ class HybridSolver final : public Solver {
 
 // Blocks take row groups of about `chunk` edges (a row costs its edges plus one) and split them
 // evenly over their groups; rows longer than `chunk` are split into pieces of chunk / groups edges
-// and merged as in hub_split. Balances
-// blocks whatever the degree distribution, at the price of merging rows cut by share boundaries.
+// and merged as in hub_split. Balances blocks whatever the degree distribution, at the price of
+// merging rows cut by share boundaries.
 class EdgeBalancedSolver final : public Solver {
  public:
   SolverId id() const override { return SolverId::EdgeBalanced; }
@@ -313,9 +313,11 @@ Schedule parse_schedule(const std::string& text) {
   const Solver* solver = nullptr;
   for (const Solver* s : all_solvers())
     if (name == solver_name(s->id())) solver = s;
-  if (solver == nullptr)
-    fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': unknown solver '{}' (subwarp, block_row, hub_split, hybrid, edge_balanced)", text,
-         name);
+  if (solver == nullptr) {
+    std::string known;
+    for (const Solver* s : all_solvers()) known += std::string(known.empty() ? "" : ", ") + solver_name(s->id());
+    fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': unknown solver '{}' ({})", text, name, known);
+  }
   Schedule s;
   s.solver = solver->id();
   std::string rest = colon == std::string::npos ? "" : text.substr(colon + 1);
