@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 
-packages=(cmake ninja-build g++ libgtest-dev libspdlog-dev libboost-program-options-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ libgtest-dev libspdlog-dev libboost-program-options-dev nlohmann-json3-dev libxxhash-dev
           libsqlite3-dev zlib1g-dev python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
