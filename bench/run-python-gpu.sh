@@ -17,6 +17,8 @@
 #                  T_TRAIN (120), T_MEMORY (90), T_EDGE (90), T_INFER (30), T_OVERHEAD (40), T_DDP (90)
 #   SKIP_INSTALL   set: use the dfgnn already importable (e.g. a second run on a warm machine)
 #   PYTEST_ARGS    what pytest runs (default tests/python), e.g. one file or test ids
+#   STEPS          the steps after install, space-separated (default: all of pytest train_cora train_bench
+#                  attention_memory edge_bench inference_bench op_overhead e2e ddp); T_E2E (240) limits e2e
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
 # a second run on a warm machine rebuilds only what changed. Exit status: 0 when every step passed.
@@ -106,35 +108,44 @@ else
   tail -1 "$out/install.log"
 fi
 
+steps=" ${STEPS:-pytest train_cora train_bench attention_memory edge_bench inference_bench op_overhead e2e ddp} "
+want() { [[ "$steps" == *" $1 "* ]]; }
+
 # ---------------------------------------------------------------- tests
-run pytest "${T_PYTEST:-150}" "$out/pytest.log" \
+want pytest && run pytest "${T_PYTEST:-150}" "$out/pytest.log" \
   "$py" -m pytest -p no:cacheprovider -q -rs --durations=15 --junitxml="$out/pytest.xml" ${PYTEST_ARGS:-tests/python}
 tail -4 "$out/pytest.log"
 
 # ---------------------------------------------------------------- Cora training: dfgnn vs PyG
-run train_cora "${T_CORA:-45}" "$out/train_cora.log" "$py" examples/train_cora.py --json "$out/train_cora.json"
+want train_cora && run train_cora "${T_CORA:-45}" "$out/train_cora.log" "$py" examples/train_cora.py --json "$out/train_cora.json"
 tail -6 "$out/train_cora.log"
 
 # ---------------------------------------------------------------- benchmarks
 mkdir -p "$out/bench"
-run train_bench "${T_TRAIN:-120}" "$out/bench/train.log" \
+want train_bench && run train_bench "${T_TRAIN:-120}" "$out/bench/train.log" \
   "$py" bench/train_bench.py --what train --out "$out/bench" --datasets "$datasets"
 grep -E "^\|" "$out/bench/train.md" 2>/dev/null
-run attention_memory "${T_MEMORY:-90}" "$out/bench/attention_memory.log" \
+want attention_memory && run attention_memory "${T_MEMORY:-90}" "$out/bench/attention_memory.log" \
   "$py" bench/attention_memory.py --json "$out/attention_memory.json"
 grep -E "^\|" "$out/bench/attention_memory.log" 2>/dev/null
-run edge_bench "${T_EDGE:-90}" "$out/bench/edge_bench.log" "$py" bench/edge_bench.py --json "$out/edge_bench.json"
+want edge_bench && run edge_bench "${T_EDGE:-90}" "$out/bench/edge_bench.log" "$py" bench/edge_bench.py --json "$out/edge_bench.json"
 grep -E "^\|" "$out/bench/edge_bench.log" 2>/dev/null
-run inference_bench "${T_INFER:-30}" "$out/bench/inference.log" \
+want inference_bench && run inference_bench "${T_INFER:-30}" "$out/bench/inference.log" \
   "$py" bench/train_bench.py --what inference --out "$out/bench" --datasets "$datasets"
 grep -E "^\|" "$out/bench/inference.md" 2>/dev/null
 
-run op_overhead "${T_OVERHEAD:-40}" "$out/bench/op_overhead.log" "$py" bench/op_overhead.py --profile 0
+want op_overhead && run op_overhead "${T_OVERHEAD:-40}" "$out/bench/op_overhead.log" "$py" bench/op_overhead.py --profile 0
 grep -E "^(GAT|Transformer)" "$out/bench/op_overhead.log"
+
+# ---------------------------------------------------------------- end to end (bench/e2e.py)
+if want e2e; then
+  run e2e "${T_E2E:-240}" "$out/e2e.log" "$py" bench/e2e.py "$out/e2e" --datasets "$datasets" ${E2E_ARGS:-}
+  tail -40 "$out/e2e.log"
+fi
 
 # ---------------------------------------------------------------- DDP (2 GPUs)
 gpus=$("$py" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
-if [ "${gpus:-0}" -ge 2 ]; then
+if want ddp && [ "${gpus:-0}" -ge 2 ]; then
   run ddp "${T_DDP:-90}" "$out/ddp.log" env NCCL_NVLS_ENABLE=0 \
     "$py" examples/ddp_train.py --nproc 2 --json "$out/ddp.json" --db "$out/ddp-tuning.db"
   grep -E "identical|accuracy" "$out/ddp.log"

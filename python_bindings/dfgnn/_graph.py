@@ -27,6 +27,21 @@ def _as_index_array(x, name):
     return x
 
 
+def _stream_handle(arrays, stream):
+    """The cudaStream_t (an int) that a graph from device arrays is built on: ``stream`` (an int, or an
+    object with ``cuda_stream`` such as ``torch.cuda.Stream``), else torch's current stream for torch
+    CUDA tensors (so the build is ordered after the kernel that wrote them), else 0 (the legacy
+    default stream)."""
+    if stream is not None:
+        return int(getattr(stream, "cuda_stream", stream))
+    for a in arrays:
+        device = getattr(a, "device", None)
+        if getattr(device, "type", None) == "cuda" and type(a).__module__.startswith("torch"):
+            import torch
+            return torch.cuda.current_stream(device).cuda_stream
+    return 0
+
+
 def _infer_num_nodes(edge_index):
     """PyG's maybe_num_nodes: max index + 1 (0 without edges). Works for NumPy, torch, CuPy, JAX."""
     shape = tuple(getattr(edge_index, "shape", ()))
@@ -79,17 +94,20 @@ class Graph:
 
     Options: ``add_self_loops`` removes existing self-loops and appends one per node (PyG's
     ``add_self_loops``); ``reject_duplicates`` makes a repeated edge an error (by default
-    duplicates stay and each counts in the softmax, as in PyG).
+    duplicates stay and each counts in the softmax, as in PyG). Device arrays are validated and
+    compressed on the GPU, on ``stream`` (default: torch's current stream for torch tensors, else
+    the legacy default stream), and nothing edge-sized comes to the host.
     """
 
     __slots__ = ("_h", "_fingerprint", "_device", "_key", "__weakref__")
 
-    def __init__(self, edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates=False, context=None):
+    def __init__(self, edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates=False, context=None,
+                 stream=None):
         edge_index = _as_index_array(edge_index, "edge_index")
         if num_nodes is None:
             num_nodes = _infer_num_nodes(edge_index)
         self._init(_dfgnn.graph_coo(_context(context), edge_index, int(num_nodes), bool(add_self_loops),
-                                    bool(reject_duplicates)))
+                                    bool(reject_duplicates), _stream_handle((edge_index,), stream)))
 
     def _init(self, handle):
         self._h = handle
@@ -110,14 +128,14 @@ class Graph:
         return cls(edge_index, num_nodes, **options)
 
     @classmethod
-    def from_csr(cls, row_ptr, col_idx, *, add_self_loops=False, reject_duplicates=False, context=None):
+    def from_csr(cls, row_ptr, col_idx, *, add_self_loops=False, reject_duplicates=False, context=None, stream=None):
         """CSR by destination: ``col_idx[row_ptr[i]:row_ptr[i+1]]`` are the sources of node i's
         in-edges (N = len(row_ptr) - 1). Both arrays have the same dtype (int32 or int64) and
         live in the same memory."""
         row_ptr = _as_index_array(row_ptr, "row_ptr")
         col_idx = _as_index_array(col_idx, "col_idx")
         return cls._wrap(_dfgnn.graph_csr(_context(context), row_ptr, col_idx, bool(add_self_loops),
-                                          bool(reject_duplicates)))
+                                          bool(reject_duplicates), _stream_handle((row_ptr, col_idx), stream)))
 
     @classmethod
     def from_file(cls, path, *, add_self_loops=False, reject_duplicates=False, context=None):

@@ -113,8 +113,8 @@ def graph(edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates
     if num_nodes is None:
         num_nodes = int(edge_index.max()) + 1 if edge_index.numel() > 0 else 0
     return _cached(edge_index, (int(num_nodes), bool(add_self_loops), bool(reject_duplicates)),
-                   lambda ei: Graph(ei, num_nodes, add_self_loops=add_self_loops,
-                                    reject_duplicates=reject_duplicates))
+                   lambda ei, stream: Graph(ei, num_nodes, add_self_loops=add_self_loops,
+                                            reject_duplicates=reject_duplicates, stream=stream))
 
 
 def _cached(edge_index, options, build):
@@ -128,13 +128,11 @@ def _cached(edge_index, options, build):
     if not ei.is_contiguous():
         ei = ei.contiguous()
     if ei.is_cuda:
-        # The library copies device data with cudaMemcpy on the legacy default stream: let the
-        # stream that produced edge_index finish first.
-        torch.cuda.current_stream(ei.device).synchronize()
+        # Built on the GPU, on the stream that produced edge_index (ordered after it, no sync here).
         with torch.cuda.device(ei.device):
-            g = build(_dl(ei))
+            g = build(_dl(ei), torch.cuda.current_stream(ei.device).cuda_stream)
     else:
-        g = build(ei)
+        g = build(ei, None)
     if len(_graph_cache) >= _CACHE_SIZE:
         _graph_cache.pop(next(iter(_graph_cache)))
     try:
@@ -151,7 +149,7 @@ def _bipartite_graph(edge_index, num_src, num_dst, add_self_loops):
     num_src + i, and edge ids stay the columns' order. add_self_loops as PyG's GATConv and GATv2Conv
     do for a pair (x_src, x_dst): columns with equal ids are removed, then i -> i is added for
     i < min(num_src, num_dst). Cached like graph()."""
-    def build(_ei):
+    def build(_ei, _stream):
         # on the host: the id ranges are checked against both node sets (the relabelling would
         # otherwise turn a source id past num_src into a destination)
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:

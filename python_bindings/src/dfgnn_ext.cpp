@@ -289,8 +289,9 @@ dfgnn_memory_t memory_of(const InArray& a, const char* function, const std::stri
 
 // ---------------------------------------------------------------- graphs
 
+// stream: the cudaStream_t (as an integer) a device edge_index is built on; 0 = legacy default.
 std::unique_ptr<Graph> graph_coo(const Context& ctx, nb::handle edge_index_obj, int64_t num_nodes,
-                                 bool add_self_loops, bool reject_duplicates) {
+                                 bool add_self_loops, bool reject_duplicates, uintptr_t stream) {
   const char* fn = "dfgnnGraphCreateCoo";
   InArray ei = import_array<InArray>(edge_index_obj, fn, "edge_index");
   if (ei.ndim() != 2 || ei.shape(0) != 2)
@@ -300,7 +301,8 @@ std::unique_ptr<Graph> graph_coo(const Context& ctx, nb::handle edge_index_obj, 
     fail_arg(fn, "dtype", "edge_index must have dtype int32 or int64, got " + dtype_name(ei.dtype()));
   require_contiguous(ei, fn, "edge_index");
   const dfgnn_memory_t memory = memory_of(ei, fn, "edge_index");
-  const auto opts = graph_options(add_self_loops, reject_duplicates);
+  auto opts = graph_options(add_self_loops, reject_duplicates);
+  opts.stream = reinterpret_cast<void*>(stream);
   const int64_t num_edges = static_cast<int64_t>(ei.shape(1));
   const void* data = ei.data();
   dfgnn_graph_t g = nullptr;
@@ -311,7 +313,7 @@ std::unique_ptr<Graph> graph_coo(const Context& ctx, nb::handle edge_index_obj, 
 }
 
 std::unique_ptr<Graph> graph_csr(const Context& ctx, nb::handle row_ptr_obj, nb::handle col_idx_obj,
-                                 bool add_self_loops, bool reject_duplicates) {
+                                 bool add_self_loops, bool reject_duplicates, uintptr_t stream) {
   const char* fn = "dfgnnGraphCreateCsr";
   InArray rp = import_array<InArray>(row_ptr_obj, fn, "row_ptr");
   InArray ci = import_array<InArray>(col_idx_obj, fn, "col_idx");
@@ -332,7 +334,8 @@ std::unique_ptr<Graph> graph_csr(const Context& ctx, nb::handle row_ptr_obj, nb:
   if (rm != cm || (rm == DFGNN_MEMORY_DEVICE && rp.device_id() != ci.device_id()))
     fail_arg(fn, "device", "row_ptr is on " + device_name(rp.device_type(), rp.device_id()) + " but col_idx is on " +
                                device_name(ci.device_type(), ci.device_id()) + "; both must be in one memory");
-  const auto opts = graph_options(add_self_loops, reject_duplicates);
+  auto opts = graph_options(add_self_loops, reject_duplicates);
+  opts.stream = reinterpret_cast<void*>(stream);
   const int64_t n = static_cast<int64_t>(rp.shape(0)) - 1, nnz = static_cast<int64_t>(ci.shape(0));
   const void* rpd = rp.data();
   const void* cid = ci.data();
@@ -902,8 +905,9 @@ NB_MODULE(_dfgnn, m) {
       });
 
   m.def("graph_coo", &graph_coo, "context"_a, "edge_index"_a, "num_nodes"_a, "add_self_loops"_a,
-        "reject_duplicates"_a);
-  m.def("graph_csr", &graph_csr, "context"_a, "row_ptr"_a, "col_idx"_a, "add_self_loops"_a, "reject_duplicates"_a);
+        "reject_duplicates"_a, "stream"_a = 0);
+  m.def("graph_csr", &graph_csr, "context"_a, "row_ptr"_a, "col_idx"_a, "add_self_loops"_a, "reject_duplicates"_a,
+        "stream"_a = 0);
   m.def("graph_from_file", &graph_from_file, "context"_a, "path"_a, "add_self_loops"_a, "reject_duplicates"_a);
   m.def("graph_rmat", &graph_rmat, "context"_a, "scale"_a, "num_edges"_a, "a"_a, "b"_a, "c"_a, "flags"_a, "seed"_a,
         "add_self_loops"_a, "reject_duplicates"_a);

@@ -42,16 +42,6 @@ void publish(std::unique_ptr<Graph> impl, dfgnn_graph_t* graph) {
   *graph = new dfgnn_graph{std::move(impl)};
 }
 
-// Copies a device array to host so one validated construction path serves both memories.
-std::vector<unsigned char> fetch_from_device(const void* device_ptr, size_t bytes, const char* name) {
-  require_device(name);
-  std::vector<unsigned char> host(bytes);
-  if (bytes > 0) cuda_check(cudaMemcpy(host.data(), device_ptr, bytes, cudaMemcpyDeviceToHost), name);
-  return host;
-}
-
-size_t index_size(dfgnn_index_type_t type) { return type == DFGNN_INDEX_INT64 ? 8 : 4; }
-
 void check_memory(dfgnn_memory_t memory) {
   if (memory != DFGNN_MEMORY_HOST && memory != DFGNN_MEMORY_DEVICE)
     fail(DFGNN_STATUS_INVALID_ARGUMENT, "memory {} is neither DFGNN_MEMORY_HOST nor DFGNN_MEMORY_DEVICE",
@@ -144,6 +134,7 @@ dfgnn_graph_options_t dfgnnGraphDefaultOptions(void) {
   dfgnn_graph_options_t options;
   options.add_self_loops = 0;
   options.duplicates = DFGNN_DUPLICATES_KEEP;
+  options.stream = nullptr;
   return options;
 }
 
@@ -160,10 +151,9 @@ dfgnn_status_t dfgnnGraphCreateCsr(dfgnn_context_t ctx, int64_t num_nodes, int64
       publish(Graph::from_csr(num_nodes, nnz, row_ptr, col_idx, index_type, opts), graph);
       return;
     }
-    const size_t w = index_size(index_type);
-    auto ptr = fetch_from_device(row_ptr, static_cast<size_t>(num_nodes + 1) * w, "row_ptr (device)");
-    auto col = fetch_from_device(col_idx, static_cast<size_t>(nnz) * w, "col_idx (device)");
-    publish(Graph::from_csr(num_nodes, nnz, ptr.data(), col.data(), index_type, opts), graph);
+    publish(Graph::from_device_csr(num_nodes, nnz, row_ptr, col_idx, index_type, opts,
+                                   static_cast<cudaStream_t>(opts.stream)),
+            graph);
   });
 }
 
@@ -180,9 +170,9 @@ dfgnn_status_t dfgnnGraphCreateCoo(dfgnn_context_t ctx, int64_t num_nodes, int64
       publish(Graph::from_coo(num_nodes, num_edges, edge_index, index_type, opts), graph);
       return;
     }
-    auto host = fetch_from_device(edge_index, static_cast<size_t>(2 * num_edges) * index_size(index_type),
-                                  "edge_index (device)");
-    publish(Graph::from_coo(num_nodes, num_edges, host.data(), index_type, opts), graph);
+    publish(Graph::from_device_coo(num_nodes, num_edges, edge_index, index_type, opts,
+                                   static_cast<cudaStream_t>(opts.stream)),
+            graph);
   });
 }
 
@@ -504,6 +494,7 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
       j["pass"] = pass_name(pass);
       j["level"] = level_name(d.level);
       if (d.level == DispatchLevel::Cache) j["origin"] = level_name(d.origin);
+      if (d.bucket) j["from_bucket"] = true;  // answered for another graph of the same fingerprint bucket
       j["schedule"] = to_string(d.schedule);
       if (d.origin == DispatchLevel::Nearest) {
         j["distance"] = d.distance;

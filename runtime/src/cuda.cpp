@@ -43,18 +43,37 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
+DeviceBuffer DeviceBuffer::on_stream(size_t bytes, cudaStream_t stream) {
+  DeviceBuffer b;
+  b.bytes_ = bytes;
+  b.stream_ordered_ = true;
+  b.stream_ = stream;
+  if (bytes == 0) return b;
+  require_device("device allocation");
+  cuda_check(cudaMallocAsync(&b.ptr_, bytes, stream), "cudaMallocAsync");
+  return b;
 }
 
+void DeviceBuffer::release() noexcept {
+  if (ptr_ == nullptr) return;
+  if (stream_ordered_) cudaFreeAsync(ptr_, stream_);
+  else cudaFree(ptr_);
+  ptr_ = nullptr;
+}
+
+DeviceBuffer::~DeviceBuffer() { release(); }
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)),
+      stream_ordered_(other.stream_ordered_), stream_(other.stream_) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    release();
     ptr_ = std::exchange(other.ptr_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    stream_ordered_ = other.stream_ordered_;
+    stream_ = other.stream_;
   }
   return *this;
 }

@@ -21,11 +21,14 @@ void require_device(const char* what);
 // Throws Error(CUDA_ERROR) naming the call when status != cudaSuccess.
 void cuda_check(cudaError_t status, const char* what);
 
-// Owning device allocation (cudaMalloc / cudaFree).
+// Owning device allocation: cudaMalloc / cudaFree, or stream-ordered (cudaMallocAsync and
+// cudaFreeAsync on one stream, which must outlive the buffer): a graph built and dropped per
+// mini-batch then never makes cudaFree synchronise the device.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes);
+  static DeviceBuffer on_stream(size_t bytes, cudaStream_t stream);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -38,8 +41,11 @@ class DeviceBuffer {
   T* as() const { return static_cast<T*>(ptr_); }
 
  private:
+  void release() noexcept;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  bool stream_ordered_ = false;
+  cudaStream_t stream_ = nullptr;
 };
 
 // Copies host -> new device buffer.

@@ -199,6 +199,7 @@ void Dispatcher::forget() {
 
 void Dispatcher::forget_locked() {
   cache_.clear();
+  bucket_cache_.clear();
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
@@ -304,12 +305,27 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
 }
 
 Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
-  const std::string key = fmt::format("{}:{}:{}:{}:{}:{}:{}:{}", graph.id(), static_cast<int>(op.model),
-                                      static_cast<int>(op.dtype), op.heads, op.dim, static_cast<int>(pass), max_vec,
-                                      op.edge_features);
+  const std::string op_part = fmt::format("{}:{}:{}:{}:{}:{}:{}", static_cast<int>(op.model), static_cast<int>(op.dtype),
+                                          op.heads, op.dim, static_cast<int>(pass), max_vec, op.edge_features);
+  const std::string key = fmt::format("{}:{}", graph.id(), op_part);
+  const PassProblem problem = pass_problem(graph, op, pass, max_vec);
+  // Graphs of one fingerprint bucket (a sampler's mini-batches) share an answer: a new graph whose
+  // bucket was answered before costs no database query. The answer is re-checked for this graph.
+  const std::string bucket = fmt::format("{}:{}", fingerprint_bucket_key(*problem.fingerprint), op_part);
   {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      auto b = bucket_cache_.find(bucket);
+      if (b != bucket_cache_.end()) {
+        const Solver* solver = find_solver(b->second.schedule.solver);
+        if (solver != nullptr && solver->invalid_reason(problem, b->second.schedule).empty()) {
+          Decision d = b->second;
+          d.bucket = true;
+          it = remember(key, d);
+        }
+      }
+    }
     if (it != cache_.end()) {
       Decision d = it->second;
       d.level = DispatchLevel::Cache;
@@ -336,15 +352,25 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   }
   Decision d = found ? std::move(*found) : Decision{};
   if (!found) {
-    d.schedule = default_schedule(pass_problem(graph, op, pass, max_vec));
+    d.schedule = default_schedule(problem);
     d.level = d.origin = DispatchLevel::Default;
   }
   std::lock_guard lock(mutex_);
   // A database change or tuning while deciding retires this answer: it is returned, not remembered.
   // (A tuned answer is kept: tuning itself started the new generation.)
-  if (generation_.load(std::memory_order_acquire) == generation || d.origin == DispatchLevel::Tuned)
-    cache_.emplace(key, d);
+  if (generation_.load(std::memory_order_acquire) == generation || d.origin == DispatchLevel::Tuned) {
+    remember(key, d);
+    bucket_cache_.emplace(bucket, d);
+  }
   return d;
+}
+
+std::unordered_map<std::string, Decision>::iterator Dispatcher::remember(const std::string& key, const Decision& d) {
+  // Graph ids are never reused, so a sampler's stream of batches would grow this without bound:
+  // start over past a limit (the bucket cache answers the next lookups without a query).
+  constexpr size_t kMaxGraphDecisions = 4096;
+  if (cache_.size() >= kMaxGraphDecisions) cache_.clear();
+  return cache_.emplace(key, d).first;
 }
 
 }  // namespace dfgnn

@@ -36,6 +36,7 @@ struct Decision {
   double distance = 0;                          // Nearest: fingerprint distance to the nearest tuned graph
   int neighbours = 0;                           // Nearest: tuned graphs that voted
   std::optional<db::TuningResult> row;          // Exact / Nearest / Tuned: the database row used
+  bool bucket = false;  // Cache: the answer came from another graph of the same fingerprint bucket
 };
 
 // Tuning on a dispatch miss: runtime owns this interface, the tuner implements and registers it
@@ -94,10 +95,12 @@ class Dispatcher {
   std::optional<Decision> from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 
   void forget_locked();
+  std::unordered_map<std::string, Decision>::iterator remember(const std::string& key, const Decision& d);
 
   std::mutex mutex_;
   std::atomic<uint64_t> generation_{0};
-  std::unordered_map<std::string, Decision> cache_;
+  std::unordered_map<std::string, Decision> cache_;         // by graph and op
+  std::unordered_map<std::string, Decision> bucket_cache_;  // by fingerprint bucket and op
   std::optional<std::filesystem::path> user_path_;
   std::optional<std::vector<std::filesystem::path>> site_paths_;
   std::shared_ptr<db::LayeredDb> db_;

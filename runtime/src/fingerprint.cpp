@@ -26,80 +26,98 @@ using Json = nlohmann::ordered_json;
 constexpr int kBins = DFGNN_FINGERPRINT_HIST_BINS;
 constexpr int kHubs = DFGNN_FINGERPRINT_HUB_THRESHOLDS;
 
-// Row degrees in ascending order. Counting sort (O(N + maxdeg)) when the count array is no larger
-// than the degree array; otherwise (few rows, huge rows) a comparison sort is cheaper in memory.
-std::vector<int32_t> sorted_degrees(const Compressed& csr) {
-  const int32_t n = csr.num_rows;
-  std::vector<int32_t> deg(static_cast<size_t>(n));
-  int32_t max_degree = 0;
-  for (int32_t i = 0; i < n; ++i) max_degree = std::max(max_degree, deg[i] = csr.degree(i));
-  if (max_degree > n) {
-    std::sort(deg.begin(), deg.end());
-    return deg;
-  }
-  std::vector<int32_t> count(static_cast<size_t>(max_degree) + 1, 0);
-  for (int32_t d : deg) ++count[d];
-  auto out = deg.begin();
-  for (int32_t d = 0; d <= max_degree; ++d) out = std::fill_n(out, count[d], d);
-  return deg;
-}
-
-// Nearest rank: the k-th smallest degree with k = ceil(q * N), q = num / den, in exact integers so
-// that the rank never depends on how q * N rounds.
-double quantile(std::span<const int32_t> sorted, int64_t num, int64_t den) {
-  if (sorted.empty()) return 0.0;
-  const int64_t n = static_cast<int64_t>(sorted.size());
-  const int64_t rank = std::max<int64_t>(1, (num * n + den - 1) / den);
-  return sorted[static_cast<size_t>(rank - 1)];
-}
-
 // log2(1 + x) with negatives clamped, so invalid input still gives a finite distance.
 double log_size(double x) { return std::log2(1.0 + std::max(x, 0.0)); }
 
 }  // namespace
 
+std::vector<DegreeRun> degree_runs(const Compressed& c) {
+  // Counting by degree when the count array is no larger than the rows; otherwise (few rows, huge
+  // rows) a sort of the degrees is cheaper in memory.
+  const int32_t n = c.num_rows;
+  int32_t max_degree = 0;
+  for (int32_t i = 0; i < n; ++i) max_degree = std::max(max_degree, c.degree(i));
+  std::vector<DegreeRun> runs;
+  if (max_degree <= n) {
+    std::vector<int64_t> count(static_cast<size_t>(max_degree) + 1, 0);
+    for (int32_t i = 0; i < n; ++i) ++count[c.degree(i)];
+    for (int32_t d = 0; d <= max_degree; ++d)
+      if (count[d] > 0) runs.push_back({d, count[d]});
+    return runs;
+  }
+  std::vector<int32_t> deg(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) deg[i] = c.degree(i);
+  std::sort(deg.begin(), deg.end());
+  for (int32_t d : deg) {
+    if (runs.empty() || runs.back().degree != d) runs.push_back({d, 0});
+    ++runs.back().count;
+  }
+  return runs;
+}
+
 dfgnn_fingerprint_t compute_fingerprint(const Compressed& csr) {
+  const std::vector<DegreeRun> runs = degree_runs(csr);
+  return compute_fingerprint(csr.num_rows, csr.nnz(), runs);
+}
+
+dfgnn_fingerprint_t compute_fingerprint(int64_t n, int64_t e, std::span<const DegreeRun> runs) {
   dfgnn_fingerprint_t fp{};
   fp.version = DFGNN_FINGERPRINT_VERSION;
-  fp.num_nodes = csr.num_rows;
-  fp.num_edges = csr.nnz();
-  const std::vector<int32_t> s = sorted_degrees(csr);
-  const int64_t n = fp.num_nodes, e = fp.num_edges;
-  if (n == 0) return fp;  // every statistic of an empty graph is 0
+  fp.num_nodes = n;
+  fp.num_edges = e;
+  if (n == 0 || runs.empty()) return fp;  // every statistic of an empty graph is 0
 
+  // Nearest rank: the k-th smallest degree with k = ceil(q * N), q = num / den, in exact integers
+  // so that the rank never depends on how q * N rounds.
+  const auto quantile = [&](int64_t num, int64_t den) {
+    const int64_t rank = std::max<int64_t>(1, (num * n + den - 1) / den);
+    int64_t seen = 0;
+    for (const DegreeRun& r : runs)
+      if ((seen += r.count) >= rank) return static_cast<double>(r.degree);
+    return static_cast<double>(runs.back().degree);
+  };
   fp.mean_degree = static_cast<double>(e) / static_cast<double>(n);
-  fp.max_degree = s.back();
-  fp.p50 = quantile(s, 1, 2);
-  fp.p90 = quantile(s, 9, 10);
-  fp.p99 = quantile(s, 99, 100);
-  fp.p999 = quantile(s, 999, 1000);
+  fp.max_degree = runs.back().degree;
+  fp.p50 = quantile(1, 2);
+  fp.p90 = quantile(9, 10);
+  fp.p99 = quantile(99, 100);
+  fp.p999 = quantile(999, 1000);
 
-  // Two-pass variance (no cancellation); the Gini numerator sum_i (2i - N - 1) x_i (i = 1..N, x
-  // ascending) is an exact integer, |.| <= N * E < 2^62, so equal degrees give exactly 0.
-  double squares = 0.0;
-  int64_t gini_num = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double dev = s[i] - fp.mean_degree;
-    squares += dev * dev;
-    gini_num += (2 * (i + 1) - n - 1) * static_cast<int64_t>(s[i]);
+  // Exact integers: N^2 var = N sum d^2 - E^2 (N sum d^2 < 2^93), and the Gini numerator
+  // sum_i (2i - N - 1) x_i over ascending x (|.| <= N E < 2^62); a run of c rows of degree d at
+  // ranks r+1..r+c contributes d c (2r + c - N). Equal degrees give exactly 0 for both.
+  __int128 sum_squares = 0, gini_num = 0;
+  int64_t rank = 0;
+  std::array<int64_t, kBins> bins{};
+  for (const DegreeRun& r : runs) {
+    const __int128 d = r.degree, c = r.count;
+    sum_squares += c * d * d;
+    gini_num += d * c * (2 * static_cast<__int128>(rank) + c - n);
+    rank += r.count;
+    // Bin b >= 1 holds [2^(b-1), 2^b): b = bit_width(d); the last bin takes everything above.
+    bins[std::min<size_t>(std::bit_width(static_cast<uint32_t>(r.degree)), kBins - 1)] += r.count;
   }
   if (e > 0) {
-    fp.cv = std::sqrt(squares / static_cast<double>(n)) / fp.mean_degree;
+    const __int128 var_n2 = static_cast<__int128>(n) * sum_squares - static_cast<__int128>(e) * e;
+    fp.cv = std::sqrt(static_cast<double>(var_n2)) / static_cast<double>(e);
     fp.gini = static_cast<double>(gini_num) / (static_cast<double>(n) * static_cast<double>(e));
   }
-
-  // Bin b >= 1 holds [2^(b-1), 2^b): b = bit_width(d); the last bin takes everything above.
-  std::array<int64_t, kBins> bins{};
-  for (int32_t d : s) ++bins[std::min<size_t>(std::bit_width(static_cast<uint32_t>(d)), kBins - 1)];
   for (int b = 0; b < kBins; ++b) fp.hist[b] = static_cast<double>(bins[b]) / static_cast<double>(n);
 
-  const int64_t top = (n + 99) / 100;  // ceil(1% of N) rows
-  int64_t top_edges = 0;
-  for (int64_t i = n - top; i < n; ++i) top_edges += s[i];
+  int64_t top = (n + 99) / 100, top_edges = 0;  // the edges of the ceil(1% of N) largest rows
+  for (auto r = runs.rbegin(); r != runs.rend() && top > 0; ++r) {
+    const int64_t take = std::min(top, r->count);
+    top_edges += take * r->degree;
+    top -= take;
+  }
   if (e > 0) fp.top1pct_edge_share = static_cast<double>(top_edges) / static_cast<double>(e);
 
-  for (int k = 0; k < kHubs; ++k)
-    fp.hub_rows[k] = s.end() - std::lower_bound(s.begin(), s.end(), int32_t{1} << (k + 6));
+  for (int k = 0; k < kHubs; ++k) {
+    int64_t rows = 0;
+    for (const DegreeRun& r : runs)
+      if (r.degree >= (int64_t{1} << (k + 6))) rows += r.count;
+    fp.hub_rows[k] = rows;
+  }
   return fp;
 }
 

@@ -1,6 +1,7 @@
 #include "graph.hpp"
 
 #include "context.hpp"
+#include "device_build.hpp"
 #include "error.hpp"
 #include "fingerprint.hpp"
 
@@ -137,7 +138,109 @@ Compressed transpose(const Compressed& csr) {
   return t;
 }
 
-Graph::Graph(Compressed csr) : id_(next_graph_id()), csr_(std::move(csr)), csc_(transpose(csr_)) {}
+Graph::Graph(Compressed csr)
+    : id_(next_graph_id()), num_nodes_(csr.num_rows), num_edges_(csr.nnz()), csr_(std::move(csr)),
+      csc_(transpose(csr_)) {
+  std::call_once(host_once_, [] {});
+  std::call_once(rows_once_, [] {});
+}
+
+struct Graph::DeviceBuilt {
+  DeviceGraph arrays;
+  int device;
+};
+
+Graph::Graph(DeviceBuilt built) : id_(next_graph_id()), num_nodes_(built.arrays.num_nodes),
+                                  num_edges_(built.arrays.nnz), device_(built.device) {
+  DeviceGraph& d = built.arrays;
+  std::call_once(fingerprint_once_, [&] { fingerprint_ = compute_fingerprint(num_nodes_, num_edges_, d.csr_runs); });
+  std::call_once(csc_fingerprint_once_,
+                 [&] { csc_fingerprint_ = compute_fingerprint(num_nodes_, num_edges_, d.csc_runs); });
+  device_csr_ = DeviceCompressed{std::move(d.csr_ptr), std::move(d.csr_idx), std::move(d.csr_eid)};
+  device_csc_ = DeviceCompressed{std::move(d.csc_ptr), std::move(d.csc_idx), std::move(d.csc_eid)};
+}
+
+namespace {
+int current_device() {
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
+std::vector<int32_t> download_ints(const DeviceBuffer& buffer) {
+  std::vector<int32_t> host(buffer.bytes() / sizeof(int32_t));
+  if (!host.empty())
+    cuda_check(cudaMemcpy(host.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  return host;
+}
+
+Compressed download(const DeviceCompressed& d, int32_t num_rows, bool rows_only) {
+  Compressed c;
+  c.num_rows = num_rows;
+  c.ptr = download_ints(d.ptr);
+  if (!rows_only) {
+    c.idx = download_ints(d.idx);
+    c.eid = download_ints(d.eid);
+  }
+  return c;
+}
+}  // namespace
+
+std::unique_ptr<Graph> Graph::from_device_coo(int64_t num_nodes, int64_t num_edges, const void* edge_index,
+                                              dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options,
+                                              cudaStream_t stream) {
+  check_coo_shape(num_nodes, num_edges, edge_index, index_type, options);
+  require_device("a graph from device arrays");
+  const int device = current_device();
+  return std::unique_ptr<Graph>(
+      new Graph(DeviceBuilt{build_device_coo(num_nodes, num_edges, edge_index, index_type, options, stream), device}));
+}
+
+std::unique_ptr<Graph> Graph::from_device_csr(int64_t num_nodes, int64_t nnz, const void* row_ptr, const void* col_idx,
+                                              dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options,
+                                              cudaStream_t stream) {
+  check_csr_shape(num_nodes, nnz, row_ptr, col_idx, index_type, options);
+  require_device("a graph from device arrays");
+  const int device = current_device();
+  return std::unique_ptr<Graph>(
+      new Graph(DeviceBuilt{build_device_csr(num_nodes, nnz, row_ptr, col_idx, index_type, options, stream), device}));
+}
+
+void Graph::require_own_device() const {
+  if (device_ < 0) return;
+  const int current = current_device();
+  if (current != device_)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "the graph was built on CUDA device {} but the current device is {}", device_,
+         current);
+}
+
+const Compressed& Graph::csr() const {
+  std::call_once(host_once_, [&] {
+    csr_ = download(*device_csr_, num_nodes_, false);
+    csc_ = download(*device_csc_, num_nodes_, false);
+  });
+  return csr_;
+}
+
+const Compressed& Graph::csc() const {
+  csr();
+  return csc_;
+}
+
+const Compressed& Graph::csr_rows() const {
+  if (device_ < 0) return csr_;
+  std::call_once(rows_once_, [&] {
+    csr_rows_ = download(*device_csr_, num_nodes_, true);
+    csc_rows_ = download(*device_csc_, num_nodes_, true);
+  });
+  return csr_rows_;
+}
+
+const Compressed& Graph::csc_rows() const {
+  if (device_ < 0) return csc_;
+  csr_rows();
+  return csc_rows_;
+}
 
 void Graph::check_csr_shape(int64_t num_nodes, int64_t nnz, const void* row_ptr, const void* col_idx,
                             dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options) {
@@ -204,12 +307,12 @@ std::unique_ptr<Graph> Graph::from_coo(int64_t num_nodes, int64_t num_edges, con
 }
 
 const dfgnn_fingerprint_t& Graph::fingerprint() const {
-  std::call_once(fingerprint_once_, [&] { fingerprint_ = compute_fingerprint(csr_); });
+  std::call_once(fingerprint_once_, [&] { fingerprint_ = compute_fingerprint(csr()); });
   return fingerprint_;
 }
 
 const dfgnn_fingerprint_t& Graph::csc_fingerprint() const {
-  std::call_once(csc_fingerprint_once_, [&] { csc_fingerprint_ = compute_fingerprint(csc_); });
+  std::call_once(csc_fingerprint_once_, [&] { csc_fingerprint_ = compute_fingerprint(csc()); });
   return csc_fingerprint_;
 }
 
@@ -257,12 +360,14 @@ DeviceCompressed upload_compressed(const Compressed& c) {
 }  // namespace
 
 const DeviceCompressed& Graph::device_csr() const {
+  require_own_device();
   std::lock_guard lock(device_mutex_);
   if (!device_csr_) device_csr_ = upload_compressed(csr_);
   return *device_csr_;
 }
 
 const DeviceCompressed& Graph::device_csc() const {
+  require_own_device();
   std::lock_guard lock(device_mutex_);
   if (!device_csc_) device_csc_ = upload_compressed(csc_);
   return *device_csc_;

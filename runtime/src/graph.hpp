@@ -7,6 +7,8 @@
 #include "cuda.hpp"
 #include "recipe.hpp"
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,17 +56,31 @@ class Graph {
   // edge_index is [2, num_edges]: sources then destinations.
   static std::unique_ptr<Graph> from_coo(int64_t num_nodes, int64_t num_edges, const void* edge_index,
                                          dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options);
+  // The same from arrays on the current device, built there on `stream` (device_build.hpp): the
+  // same checks, messages and arrays; the host copies are made only if something asks for them.
+  static std::unique_ptr<Graph> from_device_coo(int64_t num_nodes, int64_t num_edges, const void* edge_index,
+                                                dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options,
+                                                cudaStream_t stream);
+  static std::unique_ptr<Graph> from_device_csr(int64_t num_nodes, int64_t nnz, const void* row_ptr,
+                                                const void* col_idx, dfgnn_index_type_t index_type,
+                                                const dfgnn_graph_options_t& options, cudaStream_t stream);
 
   // Unique for the life of the process (never reused), for caches keyed by graph.
   uint64_t id() const { return id_; }
-  int32_t num_nodes() const { return csr_.num_rows; }
-  int64_t num_edges() const { return csr_.nnz(); }
-  const Compressed& csr() const { return csr_; }
-  const Compressed& csc() const { return csc_; }
+  int32_t num_nodes() const { return num_nodes_; }
+  int64_t num_edges() const { return num_edges_; }
+  // Host arrays; a device-built graph downloads them on first use (the reference ops need them).
+  const Compressed& csr() const;
+  const Compressed& csc() const;
+  // Row pointers alone (idx and eid empty), all that plans read: for a device-built graph N + 1
+  // values come to the host, never an E-sized array.
+  const Compressed& csr_rows() const;
+  const Compressed& csc_rows() const;
 
   // Computed once, thread-safe.
   const dfgnn_fingerprint_t& fingerprint() const;
-  // Uploaded once to the current device, thread-safe. Throws NO_DEVICE without a GPU.
+  // Uploaded once to the current device, thread-safe. Throws NO_DEVICE without a GPU, and
+  // INVALID_ARGUMENT when a device-built graph is used from another device than its own.
   const DeviceCompressed& device_csr() const;
   const DeviceCompressed& device_csc() const;
   // Out-degree fingerprint (of the CSC), for column passes. Computed once.
@@ -81,9 +97,16 @@ class Graph {
 
  private:
   explicit Graph(Compressed csr);
+  struct DeviceBuilt;
+  explicit Graph(DeviceBuilt built);
+  void require_own_device() const;
   uint64_t id_;
-  Compressed csr_;
-  Compressed csc_;
+  int32_t num_nodes_ = 0;
+  int64_t num_edges_ = 0;
+  int device_ = -1;  // the device a device-built graph lives on; -1 for host-built graphs
+  mutable std::once_flag host_once_, rows_once_;
+  mutable Compressed csr_, csc_;            // host-built: set at construction
+  mutable Compressed csr_rows_, csc_rows_;  // device-built: row pointers only
   mutable std::once_flag fingerprint_once_, csc_fingerprint_once_;
   mutable dfgnn_fingerprint_t fingerprint_{}, csc_fingerprint_{};
   mutable std::mutex plan_mutex_;

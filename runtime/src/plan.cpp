@@ -102,7 +102,7 @@ std::shared_ptr<const Plan> get_plan(const Graph& graph, PassKind pass, const Sc
   const int32_t groups = s.solver == SolverId::EdgeBalanced ? s.groups : 0;
   const std::string key = fmt::format("{}:{}:{}:{}:{}:{}", csc ? "csc" : "csr", static_cast<int>(s.solver), s.mid,
                                       s.threshold, s.chunk, groups);
-  return graph.plan(key, [&] { return std::make_shared<const Plan>(make_plan(csc ? graph.csc() : graph.csr(), s)); });
+  return graph.plan(key, [&] { return std::make_shared<const Plan>(make_plan(csc ? graph.csc_rows() : graph.csr_rows(), s)); });
 }
 
 }  // namespace dfgnn

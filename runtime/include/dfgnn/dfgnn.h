@@ -91,6 +91,11 @@ typedef struct dfgnn_graph_options {
    * edge count after removal. */
   int add_self_loops;
   dfgnn_duplicates_t duplicates;
+  /* cudaStream_t on which a graph from DFGNN_MEMORY_DEVICE arrays is built (null: the legacy
+   * default stream). The build is ordered after the work already queued there (the kernel that
+   * wrote the arrays) and the call returns when it is done; the graph's device arrays are freed
+   * on this stream when the graph is destroyed, so the stream must outlive the graph. */
+  void* stream;
 } dfgnn_graph_options_t;
 
 /* Default options: no self-loops added, duplicates kept. */
@@ -99,7 +104,10 @@ DFGNN_API dfgnn_graph_options_t dfgnnGraphDefaultOptions(void);
 /* CSR by destination: row i holds the sources of its in-edges, col_idx[row_ptr[i] .. row_ptr[i+1]).
  * row_ptr has num_nodes + 1 entries, col_idx has nnz. Both arrays have index_type and live in
  * memory (host, or device memory of the current CUDA device). Neighbour order is kept. options
- * may be null (defaults). Edge ids are CSR positions in the given arrays. */
+ * may be null (defaults). Edge ids are CSR positions in the given arrays.
+ * Device arrays are validated and compressed on the device (options->stream), with the same
+ * statuses and messages as host arrays; no edge-sized array is copied to the host. The graph then
+ * belongs to that device: ops from another current device get DFGNN_STATUS_INVALID_ARGUMENT. */
 DFGNN_API dfgnn_status_t dfgnnGraphCreateCsr(dfgnn_context_t ctx, int64_t num_nodes, int64_t nnz,
                                              const void* row_ptr, const void* col_idx,
                                              dfgnn_index_type_t index_type, dfgnn_memory_t memory,
