@@ -5,9 +5,9 @@
 //   with duplicates rejected, sort (dst, src) keys and report the first repeated pair;
 //   stable radix sort of CSR positions by source -> CSC (columns keep increasing CSR position);
 //   sort each structure's degrees and run-length encode them for the fingerprints.
-// Two host synchronisations per build (three for CSR input, whose row pointers are checked first):
-// after validation (the kept count sizes everything after it) and at the end (duplicate flag and
-// degree runs).
+// Two host synchronisations per build (more for CSR input, whose row pointers are checked first):
+// after validation (the kept count sizes everything after it) and at the end (one copy of the
+// duplicate flag and the degree runs).
 #include "device_build.hpp"
 
 #include "error.hpp"
@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -214,9 +215,10 @@ ScanResult fetch(const DeviceBuffer& result, cudaStream_t stream) {
 }
 
 DeviceBuffer new_result(cudaStream_t stream) {
+  static_assert(sizeof(ScanResult) == 24, "first_bad[2] then kept");
   DeviceBuffer result = DeviceBuffer::on_stream(sizeof(ScanResult), stream);
-  const ScanResult init{{kNone, kNone}, 0};
-  cuda_check(cudaMemcpyAsync(result.get(), &init, sizeof init, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+  cuda_check(cudaMemsetAsync(result.get(), 0xff, 16, stream), "cudaMemsetAsync");  // first_bad = kNone
+  cuda_check(cudaMemsetAsync(result.as<char>() + 16, 0, 8, stream), "cudaMemsetAsync");  // kept = 0
   return result;
 }
 
@@ -226,17 +228,52 @@ int64_t max_runs(int64_t N, int64_t nnz) {
   return std::min<int64_t>(N, static_cast<int64_t>(std::sqrt(2.0 * static_cast<double>(nnz))) + 2);
 }
 
-struct RunBuffers {
-  DeviceBuffer degree, count, num_runs;
+// Everything the host reads at the end of a build, in one device allocation so that one copy
+// (and one synchronisation) brings it back: the first repeated pair, the two run counts, then the
+// in-degree and out-degree runs (degrees, counts), each max_runs long.
+class Summary {
+ public:
+  Summary(int64_t max_runs, cudaStream_t stream)
+      : runs_(max_runs), buffer_(DeviceBuffer::on_stream(bytes(), stream)), host_(bytes()) {
+    cuda_check(cudaMemsetAsync(buffer_.get(), 0xff, 8, stream), "cudaMemsetAsync");  // repeat = kNone
+  }
+  unsigned long long* repeat() const { return buffer_.as<unsigned long long>(); }
+  int32_t* num_runs(int s) const { return buffer_.as<int32_t>() + 2 + s; }
+  int32_t* degree(int s) const { return buffer_.as<int32_t>() + 4 + (2 * s) * runs_; }
+  int32_t* count(int s) const { return buffer_.as<int32_t>() + 4 + (2 * s + 1) * runs_; }
+  void fetch(cudaStream_t stream) {
+    cuda_check(cudaMemcpyAsync(host_.data(), buffer_.get(), bytes(), cudaMemcpyDeviceToHost, stream),
+               "cudaMemcpyAsync (graph build summary)");
+    cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (graph build)");
+  }
+  unsigned long long host_repeat() const {
+    unsigned long long r;
+    std::memcpy(&r, host_.data(), sizeof r);
+    return r;
+  }
+  std::vector<DegreeRun> host_runs(int s) const {
+    const int32_t* base = reinterpret_cast<const int32_t*>(host_.data());
+    const int32_t n = base[2 + s];
+    if (n < 0 || n > runs_)
+      fail(DFGNN_STATUS_INTERNAL_ERROR, "graph build: {} degree runs exceed their bound of {}", n, runs_);
+    std::vector<DegreeRun> out(static_cast<size_t>(n));
+    for (int32_t r = 0; r < n; ++r) out[r] = {base[4 + 2 * s * runs_ + r], base[4 + (2 * s + 1) * runs_ + r]};
+    return out;
+  }
+
+ private:
+  size_t bytes() const { return 16 + 16 * static_cast<size_t>(runs_); }
+  int64_t runs_;
+  DeviceBuffer buffer_;
+  std::vector<unsigned char> host_;
 };
 
-// Sorted degrees of a structure, run-length encoded on the device.
-RunBuffers encode_degrees(const DeviceBuffer& ptr, int64_t N, int64_t nnz, CubScratch& cub_scratch,
-                          cudaStream_t stream) {
-  RunBuffers runs{ints(max_runs(N, nnz), stream), ints(max_runs(N, nnz), stream), ints(1, stream)};
+// Sorted degrees of structure s (0: CSR, 1: CSC), run-length encoded into the summary.
+void encode_degrees(const DeviceBuffer& ptr, int64_t N, int64_t nnz, int s, Summary& summary,
+                    CubScratch& cub_scratch, cudaStream_t stream) {
   if (N == 0) {
-    cuda_check(cudaMemsetAsync(runs.num_runs.get(), 0, sizeof(int32_t), stream), "cudaMemsetAsync");
-    return runs;
+    cuda_check(cudaMemsetAsync(summary.num_runs(s), 0, sizeof(int32_t), stream), "cudaMemsetAsync");
+    return;
   }
   DeviceBuffer deg = ints(N, stream), sorted = ints(N, stream);
   degrees<<<grid_for(N), kThreads, 0, stream>>>(ptr.as<int32_t>(), N, deg.as<int32_t>());
@@ -247,37 +284,10 @@ RunBuffers encode_degrees(const DeviceBuffer& ptr, int64_t N, int64_t nnz, CubSc
                                           bits, stream);
   });
   cub_scratch.run("cub::DeviceRunLengthEncode::Encode (degrees)", [&](void* tmp, size_t& bytes) {
-    return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.as<int32_t>(), runs.degree.as<int32_t>(),
-                                              runs.count.as<int32_t>(), runs.num_runs.as<int32_t>(),
-                                              static_cast<int>(N), stream);
+    return cub::DeviceRunLengthEncode::Encode(tmp, bytes, sorted.as<int32_t>(), summary.degree(s), summary.count(s),
+                                              summary.num_runs(s), static_cast<int>(N), stream);
   });
-  return runs;
 }
-
-// Queues the copy of a structure's runs (the whole bounded buffer: one synchronisation for all).
-struct HostRuns {
-  std::vector<int32_t> degree, count;
-  int32_t num_runs = 0;
-  void queue(const RunBuffers& runs, cudaStream_t stream) {
-    degree.resize(runs.degree.bytes() / sizeof(int32_t));
-    count.resize(runs.count.bytes() / sizeof(int32_t));
-    if (!degree.empty()) {
-      cuda_check(cudaMemcpyAsync(degree.data(), runs.degree.get(), runs.degree.bytes(), cudaMemcpyDeviceToHost, stream),
-                 "cudaMemcpyAsync (degree runs)");
-      cuda_check(cudaMemcpyAsync(count.data(), runs.count.get(), runs.count.bytes(), cudaMemcpyDeviceToHost, stream),
-                 "cudaMemcpyAsync (degree runs)");
-    }
-    cuda_check(cudaMemcpyAsync(&num_runs, runs.num_runs.get(), sizeof num_runs, cudaMemcpyDeviceToHost, stream),
-               "cudaMemcpyAsync (degree runs)");
-  }
-  std::vector<DegreeRun> runs() const {
-    if (num_runs < 0 || static_cast<size_t>(num_runs) > degree.size())
-      fail(DFGNN_STATUS_INTERNAL_ERROR, "graph build: {} degree runs exceed their bound of {}", num_runs, degree.size());
-    std::vector<DegreeRun> out(static_cast<size_t>(num_runs));
-    for (int32_t r = 0; r < num_runs; ++r) out[r] = {degree[r], count[r]};
-    return out;
-  }
-};
 
 // The per-edge arrays of validated input: int32 ids, keep flags, and the kept count.
 struct Edges {
@@ -343,8 +353,7 @@ DeviceGraph finish(Edges edges, int64_t N, const dfgnn_graph_options_t& options,
   source = DeviceBuffer();
 
   // Duplicates: the first repeated (dst, src) pair.
-  DeviceBuffer repeat = DeviceBuffer::on_stream(sizeof(unsigned long long), stream);
-  cuda_check(cudaMemcpyAsync(repeat.get(), &kNone, sizeof kNone, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+  Summary summary(max_runs(N, M), stream);
   if (options.duplicates == DFGNN_DUPLICATES_REJECT && M > 1) {
     DeviceBuffer pairs = DeviceBuffer::on_stream(static_cast<size_t>(M) * 8, stream);
     DeviceBuffer sorted = DeviceBuffer::on_stream(static_cast<size_t>(M) * 8, stream);
@@ -356,7 +365,7 @@ DeviceGraph finish(Edges edges, int64_t N, const dfgnn_graph_options_t& options,
                                             sorted.as<unsigned long long>(), static_cast<int>(M), 0, 2 * bits, stream);
     });
     first_repeat<<<grid_for(M), kThreads, 0, stream>>>(sorted.as<unsigned long long>(), M,
-                                                      repeat.as<unsigned long long>());
+                                                      summary.repeat());
     check_launch("first_repeat kernel");
   }
 
@@ -383,22 +392,16 @@ DeviceGraph finish(Edges edges, int64_t N, const dfgnn_graph_options_t& options,
   check_launch("row_pointers kernel (CSC)");
 
   // Fingerprint inputs, and the one copy back of the summary.
-  const RunBuffers csr_runs = encode_degrees(g.csr_ptr, N, M, cub_scratch, stream);
-  const RunBuffers csc_runs = encode_degrees(g.csc_ptr, N, M, cub_scratch, stream);
-  unsigned long long first_repeat_key = kNone;
-  cuda_check(cudaMemcpyAsync(&first_repeat_key, repeat.get(), sizeof first_repeat_key, cudaMemcpyDeviceToHost, stream),
-             "cudaMemcpyAsync (duplicates)");
-  HostRuns in_runs, out_runs;
-  in_runs.queue(csr_runs, stream);
-  out_runs.queue(csc_runs, stream);
-  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (graph build)");
-  if (first_repeat_key != kNone) {
+  encode_degrees(g.csr_ptr, N, M, 0, summary, cub_scratch, stream);
+  encode_degrees(g.csc_ptr, N, M, 1, summary, cub_scratch, stream);
+  summary.fetch(stream);
+  if (const unsigned long long repeat = summary.host_repeat(); repeat != kNone) {
     const unsigned long long mask = (1ull << bits) - 1;
     fail(DFGNN_STATUS_DUPLICATE_EDGE, "duplicate edge {} -> {} (duplicates are rejected by the graph options)",
-         first_repeat_key & mask, first_repeat_key >> bits);
+         repeat & mask, repeat >> bits);
   }
-  g.csr_runs = in_runs.runs();
-  g.csc_runs = out_runs.runs();
+  g.csr_runs = summary.host_runs(0);
+  g.csc_runs = summary.host_runs(1);
   return g;
 }
 
