@@ -153,6 +153,7 @@ class Graph:
 
     @property
     def num_nodes(self):
+        """Node count N (rows of the CSR)."""
         return self._h.size()[0]
 
     @property
@@ -168,6 +169,7 @@ class Graph:
 
     @property
     def context(self):
+        """The :class:`dfgnn.Context` the graph was built in (its ops run in it by default)."""
         return self._h.context()
 
     def csr(self):
@@ -191,6 +193,7 @@ class Graph:
         return np.stack([col_idx.astype(np.int64), dst])
 
     def in_degrees(self):
+        """In-degree of every node (the lengths of the CSR rows), an int32 NumPy array [N]."""
         return np.diff(self.csr()[0])
 
     # ------------------------------------------------------------ fingerprint
