@@ -164,7 +164,7 @@ class Graph:
     @property
     def key(self):
         """A process-unique integer naming this graph (never reused after it is freed); see
-        :func:`dfgnn.torch` custom ops, which take graphs by key."""
+        :mod:`dfgnn.torch`'s custom ops, which take graphs by key."""
         return self._key
 
     @property
