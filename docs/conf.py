@@ -25,7 +25,6 @@ version = release
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "sphinx.ext.intersphinx",  # off-line: no inventories are fetched (see intersphinx_mapping)
     "dfgnn_docs",
 ]
 exclude_patterns = ["_build", "requirements.txt"]
@@ -42,7 +41,6 @@ autodoc_typehints = "none"
 autodoc_inherit_docstrings = False
 napoleon_google_docstring = True
 napoleon_numpy_docstring = True
-intersphinx_mapping = {}
 
 # Furo: a clean, searchable theme whose left sidebar always shows the whole page tree, so a
 # reader can move between the tutorial, the references and the results from any page.

@@ -168,8 +168,9 @@ class _Header:
                 end = text.find("\n", pos)
                 end = n if end < 0 else end
                 line = text[pos:end]
-                m = re.match(r"#define (DFGNN_FINGERPRINT_\w+) (\S+)$", line)
-                if m:
+                # every #define with a value is public, except the export macro
+                m = re.match(r"#define (\w+)\s+(.+)$", line)
+                if m and m.group(1) != "DFGNN_API":
                     decl = ("decl", "macro", {"name": m.group(1), "value": m.group(2)}, pending or [])
                     self.items.append(decl)
                     last_decl, pending = decl, None
