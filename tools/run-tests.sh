@@ -10,4 +10,6 @@ status=0
 ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "$@" || status=$?
 # The Python package, installed with pip into $build/python-venv, and its pytest suite.
 DFGNN_BUILD_DIR="$build" tools/python-tests.sh || status=$?
+# The documentation (Sphinx, warnings as errors) from that venv's dfgnn and the built tools.
+DFGNN_BUILD_DIR="$build" tools/docs.sh || status=$?
 exit "$status"

@@ -171,6 +171,7 @@ class Graph:
 
     @property
     def num_nodes(self):
+        """Node count N (rows of the CSR)."""
         return self._h.size()[0]
 
     @property
@@ -181,11 +182,12 @@ class Graph:
     @property
     def key(self):
         """A process-unique integer naming this graph (never reused after it is freed); see
-        :func:`dfgnn.torch` custom ops, which take graphs by key."""
+        :mod:`dfgnn.torch`'s custom ops, which take graphs by key."""
         return self._key
 
     @property
     def context(self):
+        """The :class:`dfgnn.Context` the graph was built in (its ops run in it by default)."""
         return self._h.context()
 
     def csr(self):
@@ -209,6 +211,7 @@ class Graph:
         return np.stack([col_idx.astype(np.int64), dst])
 
     def in_degrees(self):
+        """In-degree of every node (the lengths of the CSR rows), an int32 NumPy array [N]."""
         return np.diff(self.csr()[0])
 
     # ------------------------------------------------------------ fingerprint

@@ -317,6 +317,23 @@ class GATFunction(_AttentionFunction):
     @staticmethod
     def forward(ctx, graph, h, att_src, att_dst, negative_slope=0.2, deterministic=True, schedule=None,
                 dropout=0.0, dropout_seed=0, edge=None):
+        """Runs the fused GAT forward (called by ``GATFunction.apply``; autograd passes ``ctx``).
+
+        Args:
+            graph: a :class:`dfgnn.Graph` (used as given: no edge_index and no self-loops here).
+            h: features [N, H, D]: float64 on the CPU (reference op), float32, float16 or bfloat16
+                on CUDA.
+            att_src, att_dst: attention vectors [H, D] (float32 on CUDA, float64 on the CPU).
+            negative_slope: LeakyReLU slope.
+            deterministic: bitwise reproducible kernels.
+            schedule: a forced schedule text, or None for dispatch.
+            dropout, dropout_seed: attention dropout and its mask's seed (see the module text).
+            edge: optional [E, H] logit terms, one row per edge id of the graph.
+
+        Returns:
+            out [N, H, D] in the features' dtype; the backward recomputes attention from the
+            per-(node, head) log-sum-exp saved here.
+        """
         inputs = _prepared(dict(h=h, att_src=att_src, att_dst=att_dst), edge)
         params = dict(negative_slope=negative_slope, deterministic=deterministic, dropout=dropout,
                       dropout_seed=dropout_seed)
@@ -334,6 +351,21 @@ class GATv2Function(_AttentionFunction):
     @staticmethod
     def forward(ctx, graph, h, h_dst, att, negative_slope=0.2, deterministic=True, schedule=None, dropout=0.0,
                 dropout_seed=0, edge=None):
+        """Runs the fused GATv2 forward (called by ``GATv2Function.apply``).
+
+        Args:
+            graph: a :class:`dfgnn.Graph`.
+            h: source-side features [N, H, D] (the ones aggregated); dtypes as in
+                :meth:`GATFunction.forward`.
+            h_dst: target-side features [N, H, D].
+            att: attention vector [H, D].
+            negative_slope, deterministic, schedule, dropout, dropout_seed: as in
+                :meth:`GATFunction.forward`.
+            edge: optional [E, H, D] edge features, one row per edge id of the graph.
+
+        Returns:
+            out [N, H, D] in the features' dtype.
+        """
         inputs = _prepared(dict(h=h, h_dst=h_dst, att_src=att), edge)
         params = dict(negative_slope=negative_slope, deterministic=deterministic, dropout=dropout,
                       dropout_seed=dropout_seed)
@@ -351,6 +383,19 @@ class TransformerFunction(_AttentionFunction):
     @staticmethod
     def forward(ctx, graph, q, k, v, scale=None, deterministic=True, schedule=None, dropout=0.0, dropout_seed=0,
                 edge=None):
+        """Runs the fused Graph Transformer forward (called by ``TransformerFunction.apply``).
+
+        Args:
+            graph: a :class:`dfgnn.Graph`.
+            q: queries of the targets [N, H, D]; dtypes as in :meth:`GATFunction.forward`.
+            k, v: keys and values of the sources [N, H, D].
+            scale: score scale; None is 1/sqrt(D).
+            deterministic, schedule, dropout, dropout_seed: as in :meth:`GATFunction.forward`.
+            edge: optional [E, H, D] edge features added to each edge's key and value.
+
+        Returns:
+            out [N, H, D] in the features' dtype.
+        """
         inputs = _prepared(dict(q=q, k=k, v=v), edge)
         params = dict(scale=scale, deterministic=deterministic, dropout=dropout, dropout_seed=dropout_seed)
         out, lse = _run_forward(graph, "transformer", inputs, params, schedule)
@@ -365,6 +410,17 @@ class AGNNFunction(_AttentionFunction):
 
     @staticmethod
     def forward(ctx, graph, h, beta, deterministic=True, schedule=None, dropout=0.0, dropout_seed=0):
+        """Runs the fused AGNN forward (called by ``AGNNFunction.apply``).
+
+        Args:
+            graph: a :class:`dfgnn.Graph`.
+            h: features [N, H, D]; dtypes as in :meth:`GATFunction.forward`.
+            beta: one-element tensor [1] (float32 on CUDA, float64 on the CPU).
+            deterministic, schedule, dropout, dropout_seed: as in :meth:`GATFunction.forward`.
+
+        Returns:
+            out [N, H, D] in the features' dtype.
+        """
         names = ("h", "beta")
         inputs = _prepared(dict(h=h, beta=beta))
         params = dict(deterministic=deterministic, dropout=dropout, dropout_seed=dropout_seed)
@@ -1073,6 +1129,8 @@ class GATConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-initialises the parameters as PyG's GATConv does: glorot Linear weights and attention
+        vectors, zero bias (a lazy Linear not called yet is initialised at its first call)."""
         for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
             _reset_linear(lin, True)
         _glorot(self.att_src)
@@ -1082,6 +1140,30 @@ class GATConv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, size=None, return_attention_weights=None):
+        """Projects the nodes, runs fused GAT attention over the graph and aggregates.
+
+        Args:
+            x: node features [N, in_channels], or PyG's pair ``(x_src, x_dst)`` for a bipartite
+                graph (``x_dst`` may be None). On CUDA float32, float16 or bfloat16 (or float32
+                under ``torch.autocast``); on the CPU float64 (the reference ops: call
+                ``layer.double()``).
+            edge_index: a PyG edge_index [2, E] (int32/int64; row 0 = source j, row 1 = target i;
+                the layer adds self-loops when ``add_self_loops``), or, for one node set, a
+                :class:`dfgnn.Graph`, used as given (build it with ``add_self_loops=True`` to
+                match PyG's default).
+            edge_attr: edge features [E, edge_dim] (or [E] for edge_dim 1), required when the layer
+                has ``edge_dim`` and refused (ValueError) when it has not; with a Graph, one row
+                per edge id of the graph (see :func:`self_loop_edge_attr`).
+            size: ``(N_src, N_dst)`` as in PyG, for a pair whose ``x_dst`` is None.
+            return_attention_weights: if true, also return the attention weights (computed with
+                torch ops on request; not with attention dropout in training mode).
+
+        Returns:
+            ``out`` [N_dst, heads * out_channels] (``concat``) or [N_dst, out_channels] (mean over
+            the heads), plus the residual and the bias; with ``return_attention_weights``,
+            ``(out, (edge_index, alpha))`` where ``edge_index`` [2, E'] lists the edges in edge id
+            order (self-loops included) and ``alpha`` [E', heads] their weights.
+        """
         H, C = self.heads, self.out_channels
         x_src, x_dst, pair = _split_x("GATConv", x, dst_optional=True)
         n_src, n_dst = _pair_sizes(x_src, x_dst, size)
@@ -1158,6 +1240,8 @@ class GATv2Conv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-initialises the parameters as PyG's GATv2Conv does: glorot Linear weights and
+        attention vector, default Linear biases, zero bias."""
         for lin in (self.lin_l, self.lin_r, self.lin_edge, self.res):
             _reset_linear(lin, True)
         _glorot(self.att)
@@ -1165,6 +1249,23 @@ class GATv2Conv(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
+        """Projects the nodes (``lin_l`` for the sources, ``lin_r`` for the targets), runs fused
+        GATv2 attention and aggregates the sources' projections.
+
+        Args:
+            x: node features [N, in_channels], or a pair ``(x_src, x_dst)`` of tensors. Dtypes as
+                in :meth:`GATConv.forward`.
+            edge_index: a PyG edge_index [2, E] or, for one node set, a :class:`dfgnn.Graph`, as in
+                :meth:`GATConv.forward`.
+            edge_attr: edge features [E, edge_dim] (or [E]), as in :meth:`GATConv.forward`.
+            return_attention_weights: if true, also return ``(edge_index, alpha)`` as
+                :meth:`GATConv.forward` does.
+
+        Returns:
+            ``out`` [N_dst, heads * out_channels] (``concat``) or [N_dst, out_channels], plus the
+            residual and the bias; with ``return_attention_weights``, ``(out, (edge_index,
+            alpha))``.
+        """
         H, C = self.heads, self.out_channels
         x_src, x_dst, pair = _split_x("GATv2Conv", x)
         x_l = self.lin_l(x_src).view(-1, H, C)
@@ -1227,10 +1328,29 @@ class TransformerConv(torch.nn.Module):
         self.lin_beta = _linear(3 * skip, 1, False, False) if self.beta else None
 
     def reset_parameters(self):
+        """Re-initialises every Linear with torch.nn.Linear's default initialisation, as PyG's
+        TransformerConv does."""
         for lin in (self.lin_key, self.lin_query, self.lin_value, self.lin_edge, self.lin_skip, self.lin_beta):
             _reset_linear(lin, False)
 
     def forward(self, x, edge_index, edge_attr=None, return_attention_weights=None):
+        """Projects queries (targets), keys and values (sources), runs fused scaled dot-product
+        attention over the graph (no self-loops are added) and adds the skip connection.
+
+        Args:
+            x: node features [N, in_channels], or a pair ``(x_src, x_dst)`` of tensors (keys and
+                values from ``x_src``, queries and the skip from ``x_dst``). Dtypes as in
+                :meth:`GATConv.forward`.
+            edge_index: a PyG edge_index [2, E] or, for one node set, a :class:`dfgnn.Graph`.
+            edge_attr: edge features [E, edge_dim] (2-D, as in PyG), required when the layer has
+                ``edge_dim``; added through ``lin_edge`` to every edge's key and value.
+            return_attention_weights: as PyG 2.8's TransformerConv: for any bool (True or False)
+                the result is ``(out, (edge_index, alpha))``; None returns ``out`` only.
+
+        Returns:
+            ``out`` [N_dst, heads * out_channels] (``concat``) or [N_dst, out_channels], plus
+            ``lin_skip(x_dst)`` when ``root_weight`` (gated by ``lin_beta`` when ``beta``).
+        """
         H, C = self.heads, self.out_channels
         x_src, x_dst, pair = _split_x("TransformerConv", x)
         q = self.lin_query(x_dst).view(-1, H, C)
@@ -1287,11 +1407,24 @@ class AGNNConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Sets ``beta`` to 1 when it is a parameter (``requires_grad=True``), as PyG's AGNNConv."""
         if self.requires_grad:
             with torch.no_grad():
                 self.beta.fill_(1)
 
     def forward(self, x, edge_index):
+        """Runs fused AGNN attention (beta times the cosine similarity of the endpoints' features)
+        and aggregates the neighbours' features, without a projection.
+
+        Args:
+            x: node features [N, F], one tensor (AGNNConv has no bipartite form); dtypes as in
+                :meth:`GATConv.forward`.
+            edge_index: a PyG edge_index [2, E] (self-loops added when ``add_self_loops``) or a
+                :class:`dfgnn.Graph`, used as given.
+
+        Returns:
+            ``out`` [N, F].
+        """
         if isinstance(x, (tuple, list)):
             # PyG's AGNNConv.forward takes a tensor only (a pair fails inside it)
             raise TypeError("dfgnn.torch.AGNNConv: x must be one tensor [N, F]; AGNNConv has no bipartite (x_src, "
