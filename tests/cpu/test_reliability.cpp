@@ -155,6 +155,21 @@ TEST(Reliability, RepeatedScheduleFieldIsParseError) {
   EXPECT_EQ(parse_schedule("subwarp:lanes=8,groups=32").lanes, 8);  // each field once is fine
 }
 
+// groups * lanes wrapped in 32 bits: 2^29 groups of 8 lanes made a "block" of 0 threads, accepted.
+TEST(Reliability, HugeGroupCountIsNotABlock) {
+  auto ctx = make_context();
+  auto g = small_graph(ctx.get());
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 32);
+  char buffer[256];
+  size_t length = 0;
+  for (const char* text : {"subwarp:lanes=8,groups=536870912,vec=1", "subwarp:lanes=32,groups=134217728,vec=1"}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(dfgnnGetSchedule(ctx.get(), g.get(), &op, DFGNN_FORWARD, text, buffer, sizeof buffer, &length),
+              DFGNN_STATUS_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(dfgnnGetLastErrorMessage(), "is not a block of 32..1024 whole warps")) << dfgnnGetLastErrorMessage();
+  }
+}
+
 TEST(Reliability, FingerprintThatWouldNotReadBackIsNotSerialised) {
   auto ctx = make_context();
   auto g = small_graph(ctx.get());
