@@ -7,6 +7,7 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <new>
 #include <system_error>
 #include <utility>
 
@@ -35,18 +36,32 @@ void add_once(std::vector<T>& list, T value) {
 
 }  // namespace
 
+namespace {
+
+// One line "TOOL: message" on stderr, after what the tool has printed so far (flushed first, so that
+// the two streams stay in order when both go to one pipe or file).
+int report(const char* tool, std::string_view message, int code) {
+  std::cout.flush();
+  std::fflush(stdout);
+  fmt::print(stderr, "{}: {}\n", tool, message);
+  return code;
+}
+
+}  // namespace
+
 int run_main(const char* tool, const std::function<int()>& body) {
   try {
     return body();
   } catch (const BadArgs& e) {
-    fmt::print(stderr, "{}: {}\n", tool, e.message);
-    return kExitBadArgs;
+    return report(tool, e.message, kExitBadArgs);
   } catch (const Failure& e) {
-    fmt::print(stderr, "{}: {}\n", tool, e.message);
-    return kExitFailure;
+    return report(tool, e.message, kExitFailure);
+  } catch (const std::bad_alloc&) {
+    return report(tool, "out of host memory", kExitFailure);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: {}\n", tool, e.what());
-    return kExitFailure;
+    return report(tool, e.what(), kExitFailure);
+  } catch (...) {
+    return report(tool, "unknown exception", kExitFailure);
   }
 }
 
@@ -145,6 +160,9 @@ void require_dtypes(const std::vector<dfgnn_dtype_t>& dtypes) {
 void check_heads_dim(int heads, int dim) {
   if (heads < 1) throw BadArgs{fmt::format("--heads {} must be >= 1", heads)};
   if (dim < 1) throw BadArgs{fmt::format("--dim {} must be >= 1", dim)};
+  if (int64_t{heads} * dim > DFGNN_MAX_CHANNELS)
+    throw BadArgs{fmt::format("--heads {} x --dim {} exceeds {} channels per node, the most an op supports", heads, dim,
+                              DFGNN_MAX_CHANNELS)};
 }
 
 std::vector<dfgnn_direction_t> parse_direction(const std::string& text) {

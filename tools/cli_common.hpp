@@ -33,8 +33,9 @@ struct Failure {
   std::string message;
 };
 
-// A tool's main: returns body(); BadArgs exits kExitBadArgs, Failure and any std::exception
-// kExitFailure, each printed as "TOOL: message" on stderr.
+// A tool's main: returns body(); BadArgs exits kExitBadArgs, Failure and any other exception
+// (std::bad_alloc as "out of host memory") kExitFailure, each printed as one line "TOOL: message"
+// on stderr. Returning (not terminating) flushes what the tool printed to stdout.
 int run_main(const char* tool, const std::function<int()>& body);
 
 // Runs the option parsing (po::store and po::notify): its errors, boost::program_options::error
@@ -117,7 +118,7 @@ std::vector<dfgnn_dtype_t> parse_dtypes(const std::vector<std::string>& args);
 // BadArgs "--model lists no model" / "--dtype lists no dtype" for an empty list.
 void require_models(const std::vector<dfgnn_model_t>& models);
 void require_dtypes(const std::vector<dfgnn_dtype_t>& dtypes);
-// BadArgs unless --heads and --dim are >= 1.
+// BadArgs unless --heads and --dim are >= 1 and H * D <= DFGNN_MAX_CHANNELS.
 void check_heads_dim(int heads, int dim);
 // --direction forward, backward or both (forward then backward).
 std::vector<dfgnn_direction_t> parse_direction(const std::string& text);

@@ -1,5 +1,7 @@
 // dfgnn-graph: load (or generate) a graph, validate it, print its degree fingerprint, and run the
 // float64 reference of every op on it. Uses only the public C API.
+#include "cli_common.hpp"
+
 #include <dfgnn/dfgnn.h>
 
 #include <boost/program_options.hpp>
@@ -17,14 +19,8 @@ namespace po = boost::program_options;
 
 namespace {
 
-struct Failure {
-  std::string message;
-};
-
-void check(dfgnn_status_t status, const char* what) {
-  if (status != DFGNN_STATUS_SUCCESS)
-    throw Failure{fmt::format("{}: {}: {}", what, dfgnnGetStatusString(status), dfgnnGetLastErrorMessage())};
-}
+constexpr const char* kTool = "dfgnn-graph";
+using cli::check;
 
 std::vector<double> random_values(size_t count, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -54,7 +50,10 @@ void run_reference(dfgnn_graph_t graph, dfgnn_model_t model, const char* name, i
   int64_t n = 0, e = 0;
   check(dfgnnGraphGetSize(graph, &n, &e), "graph size");
   std::mt19937_64 rng(seed);
-  const size_t features = static_cast<size_t>(n) * heads * dim, vectors = static_cast<size_t>(heads) * dim;
+  // Cannot overflow: N < 2^31 and H * D <= DFGNN_MAX_CHANNELS (check_heads_dim, before anything is
+  // allocated), so N*H*D doubles fit size_t bytes. More than the host has is std::bad_alloc, which
+  // run_main reports in one line.
+  const size_t vectors = static_cast<size_t>(heads) * dim, features = static_cast<size_t>(n) * vectors;
   auto a = random_values(features, rng), b = random_values(features, rng), c = random_values(features, rng);
   auto att1 = random_values(vectors, rng), att2 = random_values(vectors, rng);
   double beta = 1.5;
@@ -96,9 +95,7 @@ void run_reference(dfgnn_graph_t graph, dfgnn_model_t model, const char* name, i
              ms(t2 - t1), std::sqrt(norm_out), model == DFGNN_MODEL_TRANSFORMER ? "q" : "h", std::sqrt(norm_grad));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   po::options_description visible("Usage: dfgnn-graph [options] GRAPH\n\nGRAPH is an edge-list file (.txt, .txt.gz), "
                                   "a Matrix Market file (.mtx) or a dataset directory.\n\nOptions");
   int heads = 2, dim = 16, rmat_scale = 0;
@@ -112,7 +109,7 @@ int main(int argc, char** argv) {
     ("heads", po::value(&heads)->default_value(2), "heads H for the reference ops")
     ("dim", po::value(&dim)->default_value(16), "channels per head D for the reference ops")
     ("rmat-scale", po::value(&rmat_scale), "generate an R-MAT graph with 2^SCALE nodes instead of reading GRAPH")
-    ("rmat-edges", po::value(&rmat_edges), "edges to sample for --rmat-scale (default 16 per node)")
+    ("rmat-edges", po::value(&rmat_edges), "edges to sample for --rmat-scale (default or 0: 16 per node)")
     ("seed", po::value(&seed)->default_value(1), "random seed for generated graphs and inputs")
     ("no-ops", "only load and fingerprint the graph")
     ("json", "print the fingerprint as JSON only");
@@ -122,77 +119,64 @@ int main(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("graph", 1);
   po::variables_map vm;
-  try {
+  cli::parse_options([&] {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
-    fmt::print(stderr, "dfgnn-graph: {} (see --help)\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return 0;
-  }
-  if (vm.count("version")) {
-    fmt::print("dfgnn-graph {}\n", dfgnnGetVersion());
-    return 0;
-  }
-  if (path.empty() && rmat_scale == 0) {
-    fmt::print(stderr, "dfgnn-graph: no GRAPH given (see --help)\n");
-    return 2;
-  }
-  dfgnn_context_t ctx = nullptr;
+  });
+  if (cli::print_help_or_version(kTool, vm.count("help"), vm.count("version"), visible)) return 0;
+  if (path.empty() && rmat_scale == 0) throw cli::BadArgs{"no GRAPH given (see --help)"};
+  cli::check_heads_dim(heads, dim);
+  if (rmat_edges < 0) throw cli::BadArgs{fmt::format("--rmat-edges {} must be >= 0 (0: 16 per node)", rmat_edges)};
+  if (vm.count("rmat-edges") && rmat_scale == 0) throw cli::BadArgs{"--rmat-edges needs --rmat-scale"};
+  cli::ContextGuard context;
+  check(dfgnnCreate(&context.ctx), "context");
+  dfgnn_context_t ctx = context.ctx;
   dfgnn_graph_t graph = nullptr;
-  try {
-    check(dfgnnCreate(&ctx), "context");
-    dfgnn_graph_options_t options = dfgnnGraphDefaultOptions();
-    options.add_self_loops = vm.count("self-loops") ? 1 : 0;
-    options.duplicates = vm.count("reject-duplicates") ? DFGNN_DUPLICATES_REJECT : DFGNN_DUPLICATES_KEEP;
-    if (rmat_scale > 0) {
-      const int64_t edges = rmat_edges > 0 ? rmat_edges : (int64_t{16} << rmat_scale);
-      check(dfgnnGraphCreateRmat(ctx, rmat_scale, edges, 0.57, 0.19, 0.19,
-                                 DFGNN_RMAT_DEDUPLICATE | DFGNN_RMAT_NO_SELF_LOOPS | DFGNN_RMAT_PERMUTE_IDS, seed,
-                                 &options, &graph),
-            "generate R-MAT graph");
-      path = fmt::format("rmat-scale{}-edges{}-seed{}", rmat_scale, edges, seed);
-    } else {
-      check(dfgnnGraphCreateFromFile(ctx, path.c_str(), &options, &graph), path.c_str());
-    }
-    dfgnn_fingerprint_t fp;
-    check(dfgnnGraphGetFingerprint(graph, &fp), "fingerprint");
-    size_t length = 0;
-    check(dfgnnFingerprintSerialize(&fp, nullptr, 0, &length), "serialize fingerprint");
-    std::string text(length + 1, '\0');
-    check(dfgnnFingerprintSerialize(&fp, text.data(), text.size(), &length), "serialize fingerprint");
-    text.resize(length);
-    if (vm.count("json")) {
-      fmt::print("{}\n", text);
-    } else {
-      check(dfgnnFingerprintBucketKey(&fp, nullptr, 0, &length), "bucket key");
-      std::string key(length + 1, '\0');
-      check(dfgnnFingerprintBucketKey(&fp, key.data(), key.size(), &length), "bucket key");
-      key.resize(length);
-      fmt::print("graph {} (valid)\n", path);
-      print_fingerprint(fp, key);
-      if (!vm.count("no-ops")) {
-        fmt::print("float64 reference ops, H={} D={}, random inputs:\n", heads, dim);
-        run_reference(graph, DFGNN_MODEL_GAT, "gat", heads, dim, seed);
-        run_reference(graph, DFGNN_MODEL_GATV2, "gatv2", heads, dim, seed);
-        run_reference(graph, DFGNN_MODEL_TRANSFORMER, "transformer", heads, dim, seed);
-        run_reference(graph, DFGNN_MODEL_AGNN, "agnn", heads, dim, seed);
-      }
-      int has_device = 0;
-      const char* reason = nullptr;
-      check(dfgnnHasDevice(ctx, &has_device, &reason), "device probe");
-      fmt::print("GPU: {}\n", has_device ? "available" : reason);
-    }
-  } catch (const Failure& f) {
-    fmt::print(stderr, "dfgnn-graph: {}\n", f.message);
-    dfgnnGraphDestroy(graph);
-    dfgnnDestroy(ctx);
-    return 1;
+  struct GraphGuard {
+    dfgnn_graph_t& g;
+    ~GraphGuard() { dfgnnGraphDestroy(g); }
+  } graph_guard{graph};
+  dfgnn_graph_options_t options = dfgnnGraphDefaultOptions();
+  options.add_self_loops = vm.count("self-loops") ? 1 : 0;
+  options.duplicates = vm.count("reject-duplicates") ? DFGNN_DUPLICATES_REJECT : DFGNN_DUPLICATES_KEEP;
+  if (rmat_scale > 0) {
+    const int64_t edges = rmat_edges > 0 ? rmat_edges : (int64_t{16} << rmat_scale);
+    check(dfgnnGraphCreateRmat(ctx, rmat_scale, edges, 0.57, 0.19, 0.19,
+                               DFGNN_RMAT_DEDUPLICATE | DFGNN_RMAT_NO_SELF_LOOPS | DFGNN_RMAT_PERMUTE_IDS, seed,
+                               &options, &graph),
+          "generate R-MAT graph");
+    path = fmt::format("rmat-scale{}-edges{}-seed{}", rmat_scale, edges, seed);
+  } else {
+    check(dfgnnGraphCreateFromFile(ctx, path.c_str(), &options, &graph), path);
   }
-  dfgnnGraphDestroy(graph);
-  dfgnnDestroy(ctx);
+  dfgnn_fingerprint_t fp;
+  check(dfgnnGraphGetFingerprint(graph, &fp), "fingerprint");
+  const std::string text = cli::read_text(
+      [&](char* buffer, size_t capacity, size_t* length) { return dfgnnFingerprintSerialize(&fp, buffer, capacity, length); },
+      "serialize fingerprint");
+  if (vm.count("json")) {
+    fmt::print("{}\n", text);
+    return 0;
+  }
+  const std::string key = cli::read_text(
+      [&](char* buffer, size_t capacity, size_t* length) { return dfgnnFingerprintBucketKey(&fp, buffer, capacity, length); },
+      "bucket key");
+  fmt::print("graph {} (valid)\n", path);
+  print_fingerprint(fp, key);
+  if (!vm.count("no-ops")) {
+    fmt::print("float64 reference ops, H={} D={}, random inputs:\n", heads, dim);
+    run_reference(graph, DFGNN_MODEL_GAT, "gat", heads, dim, seed);
+    run_reference(graph, DFGNN_MODEL_GATV2, "gatv2", heads, dim, seed);
+    run_reference(graph, DFGNN_MODEL_TRANSFORMER, "transformer", heads, dim, seed);
+    run_reference(graph, DFGNN_MODEL_AGNN, "agnn", heads, dim, seed);
+  }
+  int has_device = 0;
+  const char* reason = nullptr;
+  check(dfgnnHasDevice(ctx, &has_device, &reason), "device probe");
+  fmt::print("GPU: {}\n", has_device ? "available" : reason);
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return cli::run_main(kTool, [&] { return run(argc, argv); }); }

@@ -1,6 +1,7 @@
 // dfgnn-verify: runs the fused GPU ops for every model x dtype x direction x schedule on a corpus
 // of graphs and checks them against the float64 reference (poisoned outputs, determinism of the
 // backward). Writes a Markdown report; exits 1 if any case fails, 3 without a GPU.
+#include "cli_common.hpp"
 #include "verify/verify.hpp"
 
 #include <dfgnn/dfgnn.h>
@@ -86,9 +87,9 @@ std::vector<NamedGraph> corpus(dfgnn_context_t ctx, const std::string& repo, con
   return graphs;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The whole tool; main runs it under cli::run_main, so that any exception (std::bad_alloc
+// included) is one line on stderr and a non-zero exit.
+int run(int argc, char** argv) {
   std::string repo = ".", datasets, report;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   po::options_description opts("Usage: dfgnn-verify [options]\n\nOptions");
@@ -227,3 +228,7 @@ int main(int argc, char** argv) {
   dfgnnDestroy(ctx);
   return failed == 0 ? 0 : 1;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return cli::run_main("dfgnn-verify", [&] { return run(argc, argv); }); }

@@ -2,17 +2,29 @@
 
 import atexit
 import itertools
+import operator
 import os
 import weakref
 
 import numpy as np
 
 from . import _dfgnn
-from ._errors import invalid_argument
+from ._errors import Status, invalid_argument, make_error
 
 
 def _context(context):
     return _dfgnn.default_context() if context is None else context
+
+
+def _as_count(x, name):
+    """An integer argument: Python and NumPy integers (anything with __index__); a float such as
+    3.9 or a string such as '3' is a TypeError rather than silently truncated or parsed."""
+    if isinstance(x, bool):
+        raise TypeError(f"{name} must be an integer, got bool {x!r}")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(x).__name__} {x!r}") from None
 
 
 def _as_index_array(x, name):
@@ -52,7 +64,11 @@ def _infer_num_nodes(edge_index):
     if not hasattr(edge_index, "max"):
         raise invalid_argument(
             f"num_nodes is required for a {type(edge_index).__name__} edge_index (it has no .max())")
-    return int(edge_index.max()) + 1
+    largest = int(edge_index.max())
+    if largest < 0:  # max + 1 would be a meaningless node count; name the real problem
+        raise make_error(Status.INDEX_OUT_OF_RANGE, "", f"edge_index holds only negative node ids (largest {largest}); "
+                         "node ids must be >= 0")
+    return largest + 1
 
 
 # Every Graph gets a process-unique integer key (never reused), and a weak registry maps keys back
@@ -104,9 +120,8 @@ class Graph:
     def __init__(self, edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates=False, context=None,
                  stream=None):
         edge_index = _as_index_array(edge_index, "edge_index")
-        if num_nodes is None:
-            num_nodes = _infer_num_nodes(edge_index)
-        self._init(_dfgnn.graph_coo(_context(context), edge_index, int(num_nodes), bool(add_self_loops),
+        num_nodes = _infer_num_nodes(edge_index) if num_nodes is None else _as_count(num_nodes, "num_nodes")
+        self._init(_dfgnn.graph_coo(_context(context), edge_index, num_nodes, bool(add_self_loops),
                                     bool(reject_duplicates), _stream_handle((edge_index,), stream)))
 
     def _init(self, handle):
@@ -155,17 +170,18 @@ class Graph:
         every reverse edge. Deterministic per seed."""
         flags = ((_dfgnn.RMAT_DEDUPLICATE if dedup else 0) | (0 if self_loops else _dfgnn.RMAT_NO_SELF_LOOPS) |
                  (_dfgnn.RMAT_PERMUTE_IDS if permute else 0) | (_dfgnn.RMAT_SYMMETRIZE if symmetrize else 0))
-        return cls._wrap(_dfgnn.graph_rmat(_context(context), int(scale), int(edges), float(a), float(b), float(c),
-                                           flags, int(seed), bool(add_self_loops), bool(reject_duplicates)))
+        return cls._wrap(_dfgnn.graph_rmat(_context(context), _as_count(scale, "scale"), _as_count(edges, "edges"),
+                                           float(a), float(b), float(c), flags, _as_count(seed, "seed"), bool(add_self_loops), bool(reject_duplicates)))
 
     @classmethod
     def planted_hubs(cls, num_nodes, avg_degree, num_hubs, hub_degree, seed=1, *, add_self_loops=False,
                      reject_duplicates=False, context=None):
         """A uniform random graph (each node receives ``avg_degree`` in-edges) with ``num_hubs``
         hubs (nodes 0..num_hubs-1) that each receive and send ``hub_degree`` edges."""
-        return cls._wrap(_dfgnn.graph_planted_hubs(_context(context), int(num_nodes), int(avg_degree),
-                                                   int(num_hubs), int(hub_degree), int(seed), bool(add_self_loops),
-                                                   bool(reject_duplicates)))
+        return cls._wrap(_dfgnn.graph_planted_hubs(
+            _context(context), _as_count(num_nodes, "num_nodes"), _as_count(avg_degree, "avg_degree"),
+            _as_count(num_hubs, "num_hubs"), _as_count(hub_degree, "hub_degree"), _as_count(seed, "seed"),
+            bool(add_self_loops), bool(reject_duplicates)))
 
     # ------------------------------------------------------------ structure
 

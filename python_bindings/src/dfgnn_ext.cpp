@@ -53,6 +53,17 @@ struct BindError : std::exception {
   throw BindError(DFGNN_STATUS_INVALID_ARGUMENT, function, message, kind);
 }
 
+// A Python string as a C string: an embedded NUL would silently cut it short (a schedule "\x00"
+// would mean none, a path 'a\x00b' would be 'a'), so it is an error naming the argument.
+const char* c_text(const std::string& s, const char* function, const char* name) {
+  if (s.find('\0') != std::string::npos)
+    fail_arg(function, "value", std::string(name) + " contains an embedded NUL character, which a C string cannot hold");
+  return s.c_str();
+}
+const char* cstr(const std::optional<std::string>& s, const char* function, const char* name) {
+  return s ? c_text(*s, function, name) : nullptr;
+}
+
 void check(dfgnn_status_t status, const char* function) {
   if (status != DFGNN_STATUS_SUCCESS) throw BindError(status, function, dfgnnGetLastErrorMessage());
 }
@@ -200,8 +211,18 @@ std::string py_type_name(nb::handle obj) { return nb::type_name(obj.type()).c_st
 // Imports an argument as an ndarray without copying; a non-array is a TypeError-like error.
 template <typename A>
 A import_array(nb::handle obj, const char* function, const std::string& name) {
+  // A masked array would import as its data with the mask ignored.
+  if (py_type_name(obj).find("MaskedArray") != std::string::npos)
+    fail_arg(function, "type", name + " is a NumPy masked array, whose mask dfgnn would ignore; pass a plain array "
+                                      "(.filled(value) or .compressed())");
   A out;
   if (!nb::try_cast(obj, out, /*convert=*/false)) {
+    // NumPy arrays in non-native byte order cannot be imported: say so rather than "not an array".
+    if (nb::hasattr(obj, "dtype") && nb::hasattr(obj.attr("dtype"), "isnative") &&
+        !nb::cast<bool>(obj.attr("dtype").attr("isnative")))
+      fail_arg(function, "dtype", name + " has non-native byte order (dtype '" +
+                                      nb::cast<std::string>(nb::str(obj.attr("dtype").attr("str"))) +
+                                      "'); convert it, e.g. with .astype(a.dtype.newbyteorder('='))");
     const bool arrayish = nb::hasattr(obj, "__dlpack__") || nb::hasattr(obj, "__array_interface__");
     if (arrayish && !std::is_same_v<A, InArray>)
       fail_arg(function, "type", name + " must be a writable array; could not import the " + py_type_name(obj) +
@@ -351,7 +372,8 @@ std::unique_ptr<Graph> graph_from_file(const Context& ctx, const std::string& pa
   const auto opts = graph_options(add_self_loops, reject_duplicates);
   dfgnn_graph_t g = nullptr;
   dfgnn_status_t s;
-  unlocked([&] { s = dfgnnGraphCreateFromFile(ctx.get(), path.c_str(), &opts, &g); });
+  const char* p = c_text(path, "dfgnnGraphCreateFromFile", "path");
+  unlocked([&] { s = dfgnnGraphCreateFromFile(ctx.get(), p, &opts, &g); });
   check(s, "dfgnnGraphCreateFromFile");
   return std::make_unique<Graph>(ctx.box, g);
 }
@@ -736,7 +758,7 @@ dfgnn_launch_t launch_of(uintptr_t stream, const Workspace& w, const std::option
   l.stream = reinterpret_cast<void*>(stream);
   l.workspace = w.ptr;
   l.workspace_bytes = w.bytes;
-  l.schedule = schedule ? schedule->c_str() : nullptr;
+  l.schedule = cstr(schedule, "", "schedule");
   return l;
 }
 
@@ -770,7 +792,6 @@ void gpu_backward(const Context& ctx, const Graph& g, const dfgnn_op_t& op, nb::
   check(s, c.function);
 }
 
-const char* cstr(const std::optional<std::string>& s) { return s ? s->c_str() : nullptr; }
 
 // Description of an array-like without importing its framework: dtype name, shape, device.
 nb::dict array_info(nb::handle obj) {
@@ -885,7 +906,7 @@ NB_MODULE(_dfgnn, m) {
           "set_database",
           [](const Context& c, const std::optional<std::string>& user, const std::optional<std::string>& sites) {
             dfgnn_status_t s;
-            unlocked([&] { s = dfgnnSetDatabase(c.get(), cstr(user), cstr(sites)); });
+            unlocked([&] { s = dfgnnSetDatabase(c.get(), cstr(user, "dfgnnSetDatabase", "user"), cstr(sites, "dfgnnSetDatabase", "sites")); });
             check(s, "dfgnnSetDatabase");
           },
           "user"_a.none(), "sites"_a.none())
@@ -926,7 +947,7 @@ NB_MODULE(_dfgnn, m) {
   });
   m.def("fingerprint_parse", [](const std::string& text) {
     dfgnn_fingerprint_t f;
-    check(dfgnnFingerprintParse(text.c_str(), &f), "dfgnnFingerprintParse");
+    check(dfgnnFingerprintParse(c_text(text, "dfgnnFingerprintParse", "text"), &f), "dfgnnFingerprintParse");
     return fingerprint_to_dict(f);
   });
   m.def("fingerprint_distance", [](nb::dict a, nb::dict b) {
@@ -945,7 +966,7 @@ NB_MODULE(_dfgnn, m) {
          const std::optional<std::string>& schedule) {
         size_t bytes = 0;
         dfgnn_status_t s;
-        unlocked([&] { s = dfgnnGetWorkspaceSize(ctx.get(), g.handle, &op, direction, cstr(schedule), &bytes); });
+        unlocked([&] { s = dfgnnGetWorkspaceSize(ctx.get(), g.handle, &op, direction, cstr(schedule, "dfgnnGetWorkspaceSize", "schedule"), &bytes); });
         check(s, "dfgnnGetWorkspaceSize");
         return bytes;
       },
@@ -960,7 +981,7 @@ NB_MODULE(_dfgnn, m) {
          const std::optional<std::string>& schedule) {
         return text_of(
             [&](char* b, size_t c, size_t* l) {
-              return dfgnnGetSchedule(ctx.get(), g.handle, &op, direction, cstr(schedule), b, c, l);
+              return dfgnnGetSchedule(ctx.get(), g.handle, &op, direction, cstr(schedule, "dfgnnGetSchedule", "schedule"), b, c, l);
             },
             "dfgnnGetSchedule");
       },
@@ -1003,7 +1024,7 @@ NB_MODULE(_dfgnn, m) {
          const std::optional<std::string>& schedule, int arch) {
         dfgnn_status_t s;
         dfgnn_graph_t gh = g != nullptr ? g->handle : nullptr;
-        unlocked([&] { s = dfgnnCompile(ctx.get(), gh, &op, direction, cstr(schedule), arch); });
+        unlocked([&] { s = dfgnnCompile(ctx.get(), gh, &op, direction, cstr(schedule, "dfgnnCompile", "schedule"), arch); });
         check(s, "dfgnnCompile");
       },
       "context"_a, "graph"_a.none(), "op"_a, "direction"_a, "schedule"_a.none(), "arch"_a);

@@ -118,7 +118,7 @@ dfgnn_status_t dfgnnCreate(dfgnn_context_t* ctx) {
 }
 
 dfgnn_status_t dfgnnDestroy(dfgnn_context_t ctx) {
-  return guard([&] { delete ctx; });
+  return guard([&] { destroy_handle<dfgnn_context>(ctx, "ctx"); });
 }
 
 dfgnn_status_t dfgnnHasDevice(dfgnn_context_t ctx, int* has_device, const char** reason) {
@@ -216,7 +216,7 @@ dfgnn_status_t dfgnnGraphCreatePlantedHubs(dfgnn_context_t ctx, int64_t num_node
 }
 
 dfgnn_status_t dfgnnGraphDestroy(dfgnn_graph_t graph) {
-  return guard([&] { delete graph; });
+  return guard([&] { destroy_handle<dfgnn_graph>(graph, "graph"); });
 }
 
 dfgnn_status_t dfgnnGraphGetSize(dfgnn_graph_t graph, int64_t* num_nodes, int64_t* num_edges) {
@@ -484,6 +484,9 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
     Context& c = context_of(ctx);
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
+    // Opened here even without a GPU (dispatch then never looks it up), so that explain reports
+    // (logs) a damaged database instead of quietly showing the default rule.
+    c.dispatcher.database();
     choose_schedules(c, g, o, direction, nullptr, any_alignment(o));  // validates, fills the cache
     std::vector<PassKind> passes{PassKind::Forward};
     if (direction == DFGNN_BACKWARD) passes = {PassKind::BackwardRow, PassKind::BackwardCol};

@@ -174,11 +174,33 @@ void read_value(const Json& v, const std::string& key, T (&out)[N]) {
   for (size_t i = 0; i < N; ++i) read_value(v[i], fmt::format("{}[{}]", key, i), out[i]);
 }
 
+// What parse_fingerprint accepts, checked before writing (INVALID_ARGUMENT naming the field), so
+// that whatever is serialised reads back.
+void check_value(const std::string& key, int64_t v) {
+  if (v < 0) fail(DFGNN_STATUS_INVALID_ARGUMENT, "fingerprint: \"{}\" must be >= 0 (got {})", key, v);
+}
+void check_value(const std::string& key, double v) {
+  if (!std::isfinite(v)) fail(DFGNN_STATUS_INVALID_ARGUMENT, "fingerprint: \"{}\" must be finite (got {})", key, v);
+}
+void check_value(const std::string&, int32_t) {}  // the version, checked first
+template <typename T, size_t N>
+void check_value(const std::string& key, const T (&values)[N]) {
+  for (size_t i = 0; i < N; ++i) check_value(fmt::format("{}[{}]", key, i), values[i]);
+}
+
+void validate_fingerprint(const dfgnn_fingerprint_t& fp) {
+  if (fp.version != DFGNN_FINGERPRINT_VERSION)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "fingerprint: \"version\" {} is not {} (this build's)", fp.version,
+         DFGNN_FINGERPRINT_VERSION);
+  visit_fields(fp, [](const char* key, const auto& value) { check_value(key, value); });
+}
+
 }  // namespace
 
 // Compact one-line JSON. nlohmann prints doubles in the shortest form that reads back to the same
 // bits, so serialize -> parse is exact.
 std::string serialize_fingerprint(const dfgnn_fingerprint_t& fp) {
+  validate_fingerprint(fp);
   Json j = Json::object();
   visit_fields(fp, [&](const char* key, const auto& value) {
     if constexpr (std::is_array_v<std::remove_cvref_t<decltype(value)>>)

@@ -11,9 +11,12 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
+#include <new>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -26,20 +29,90 @@ constexpr int64_t kMaxNodes = kMaxEdges - 1;
 
 // ---------------------------------------------------------------- reading lines
 
-// Lines of a file, read in large chunks. gzread serves both gzip and plain files (zlib reads
-// non-gzip input transparently), so one reader covers ".gz" and uncompressed files.
+// The bytes of a file, inflated when it starts with the gzip magic (whatever its name). Unlike
+// zlib's gzread, which skips anything after the last gzip member without a word, this rejects
+// trailing bytes that are not a further member (concatenated members are read as one stream).
+class ByteSource {
+ public:
+  explicit ByteSource(std::string path) : path_(std::move(path)), in_(kChunk) {
+    errno = 0;
+    file_.reset(std::fopen(path_.c_str(), "rb"));
+    if (file_ == nullptr) fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, std::strerror(errno));
+    refill_input();
+    gzip_ = z_.avail_in >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
+    if (gzip_ && inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
+  }
+  ~ByteSource() {
+    if (gzip_) inflateEnd(&z_);
+  }
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  // Up to n bytes into out; 0 only at the end of the data.
+  size_t read(char* out, size_t n) {
+    if (!gzip_) {
+      if (z_.avail_in == 0 && !refill_input()) return 0;
+      const size_t k = std::min<size_t>(n, z_.avail_in);
+      std::memcpy(out, z_.next_in, k);
+      z_.next_in += k;
+      z_.avail_in -= static_cast<uInt>(k);
+      return k;
+    }
+    z_.next_out = reinterpret_cast<Bytef*>(out);
+    z_.avail_out = static_cast<uInt>(std::min<size_t>(n, std::numeric_limits<uInt>::max()));
+    const uInt wanted = z_.avail_out;
+    while (z_.avail_out == wanted) {
+      if (z_.avail_in == 0 && !refill_input()) {
+        if (between_members_) return 0;
+        gzip_failure("unexpected end of file (truncated gzip data)");
+      }
+      between_members_ = false;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        ++members_;
+        inflateReset(&z_);
+        between_members_ = true;
+      } else if (rc == Z_MEM_ERROR) {
+        throw std::bad_alloc();
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        gzip_failure(z_.msg != nullptr ? z_.msg : "corrupt gzip data");
+      }
+    }
+    return wanted - z_.avail_out;
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 20;
+
+  bool refill_input() {
+    const size_t n = std::fread(in_.data(), 1, in_.size(), file_.get());
+    if (n == 0 && std::ferror(file_.get())) fail(DFGNN_STATUS_IO_ERROR, "cannot read '{}': {}", path_, std::strerror(errno));
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(n);
+    return n > 0;
+  }
+
+  // A failure inside the first gzip member is a damaged file (IO_ERROR); after a complete member
+  // the bytes that follow are not gzip at all (PARSE_ERROR).
+  [[noreturn]] void gzip_failure(std::string_view what) const {
+    if (members_ > 0)
+      fail(DFGNN_STATUS_PARSE_ERROR, "'{}': trailing garbage after the gzip data ({})", path_, what);
+    fail(DFGNN_STATUS_IO_ERROR, "cannot read '{}': {}", path_, what);
+  }
+
+  std::string path_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_{nullptr, &std::fclose};
+  std::vector<Bytef> in_;
+  z_stream z_{};
+  bool gzip_ = false;
+  bool between_members_ = false;  // the last member ended and nothing of another was read
+  int64_t members_ = 0;           // complete gzip members read
+};
+
+// Lines of a file, read in large chunks.
 class LineReader {
  public:
-  explicit LineReader(std::string path) : path_(std::move(path)), buf_(kChunk) {
-    errno = 0;
-    file_ = gzopen(path_.c_str(), "rb");
-    if (file_ == nullptr)
-      fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, errno ? std::strerror(errno) : "gzopen failed");
-    gzbuffer(file_, kChunk);
-  }
-  ~LineReader() { gzclose(file_); }
-  LineReader(const LineReader&) = delete;
-  LineReader& operator=(const LineReader&) = delete;
+  explicit LineReader(std::string path) : path_(std::move(path)), source_(path_), buf_(kChunk) {}
 
   // Next line without its "\n" or "\r\n"; false at the end of the file. The view lives until the
   // next call.
@@ -84,21 +157,13 @@ class LineReader {
         fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: line is longer than {} bytes", path_, line_number_ + 1, kMaxLine);
       buf_.resize(buf_.size() * 2);
     }
-    const int n = gzread(file_, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
-    // zlib flags truncated gzip data only through gzerror (Z_BUF_ERROR), so check it at the end too.
-    int code = Z_OK;
-    const char* message = n <= 0 ? gzerror(file_, &code) : "";
-    if (code != Z_OK) {
-      std::string_view text = code == Z_ERRNO ? std::strerror(errno) : message;
-      if (text.starts_with(path_ + ": ")) text.remove_prefix(path_.size() + 2);  // zlib prefixes the path
-      fail(DFGNN_STATUS_IO_ERROR, "cannot read '{}': {}", path_, text);
-    }
+    const size_t n = source_.read(buf_.data() + end_, buf_.size() - end_);
     if (n == 0) eof_ = true;
-    end_ += static_cast<size_t>(n);
+    end_ += n;
   }
 
   std::string path_;
-  gzFile file_ = nullptr;
+  ByteSource source_;
   std::vector<char> buf_;
   size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
@@ -153,11 +218,37 @@ bool ends_with_nocase(std::string_view s, std::string_view suffix) {
   fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: {} (line: {})", in.path(), in.line_number(), what, quote(line));
 }
 
-// Sizes from a file header must fit dfgnn's int32 indices; checked before anything is reserved.
+// Sizes from a file header must fit dfgnn's int32 indices; checked before anything is read.
 void check_declared_sizes(const LineReader& in, int64_t nodes, int64_t edges) {
   if (nodes > kMaxNodes || edges > kMaxEdges)
     fail(DFGNN_STATUS_INDEX_OVERFLOW, "{}:{}: {} nodes / {} edges exceed dfgnn's limits ({} / {})", in.path(),
          in.line_number(), nodes, edges, kMaxNodes, kMaxEdges);
+}
+
+// A header's edge count is only a hint for reserving memory, never more than the file could hold
+// (min_line_bytes per line, uncompressed); arrays grow with what is actually read (gzip input
+// beyond the hint), so a short file with a large count allocates little.
+size_t edge_reservation(const LineReader& in, int64_t declared, int64_t min_line_bytes) {
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(in.path(), ec);
+  const int64_t could_hold = ec ? 0 : static_cast<int64_t>(std::min<uintmax_t>(bytes, kMaxEdges)) / min_line_bytes;
+  return static_cast<size_t>(std::min(declared, could_hold));
+}
+
+// Node-count policy (dfgnn.h, dfgnnGraphCreateFromFile): a header may declare nodes beyond the
+// largest id read (isolated nodes), but at most kIsolatedFactor x (largest id + 1) + kIsolatedSlack,
+// so that a few bytes of header cannot make O(N) arrays of any size.
+constexpr int64_t kIsolatedFactor = 16, kIsolatedSlack = int64_t{1} << 16;
+
+void check_node_count(const LineReader& in, int64_t declared, int64_t max_id, std::string_view where) {
+  const int64_t bound = kIsolatedFactor * (max_id + 1) + kIsolatedSlack;
+  if (declared > bound)
+    fail(DFGNN_STATUS_PARSE_ERROR,
+         "{}: {} declares {} nodes but {}; at most {} x (largest id + 1) + {} = {} nodes are accepted from a file "
+         "(build a graph with more isolated nodes with dfgnnGraphCreateCoo)",
+         in.path(), where, declared,
+         max_id < 0 ? std::string("no node id was read") : fmt::format("the largest node id read is {}", max_id),
+         kIsolatedFactor, kIsolatedSlack, bound);
 }
 
 // Reads the next token as a node id in [first, first + n); describes the problem otherwise.
@@ -178,7 +269,7 @@ void expect_end(const LineReader& in, std::string_view rest, std::string_view li
 
 // ---------------------------------------------------------------- dataset edge list
 
-// "# nodes N edges E ..." then exactly E lines "src dst" with 0-based ids.
+// "# nodes N edges E ..." then exactly E lines "src dst" with 0-based ids (nodes: check_node_count).
 EdgeList read_edge_list(LineReader& in) {
   std::string_view line;
   if (!in.next(line))
@@ -191,23 +282,30 @@ EdgeList read_edge_list(LineReader& in) {
     parse_error(in, "expected a '# nodes N edges E' header with non-negative N and E", line);
   check_declared_sizes(in, *nodes, *edges);
 
-  EdgeList out;
-  out.num_nodes = *nodes;
-  out.edge_index.resize(2 * static_cast<size_t>(*edges));
-  int64_t* src = out.edge_index.data();
-  int64_t* dst = src + *edges;
-  int64_t count = 0;
+  const size_t hint = edge_reservation(in, *edges, 4);  // "a b\n"
+  std::vector<int64_t> src, dst;
+  src.reserve(2 * hint);  // room for the destinations appended at the end
+  dst.reserve(hint);
+  int64_t count = 0, max_id = -1;
   while (in.next(line)) {
     if (count == *edges) parse_error(in, fmt::format("more edge lines than the {} declared in the header", *edges), line);
     rest = line;
-    src[count] = read_id(in, rest, line, 0, *nodes);
-    dst[count] = read_id(in, rest, line, 0, *nodes);
+    const int64_t s = read_id(in, rest, line, 0, *nodes), d = read_id(in, rest, line, 0, *nodes);
     expect_end(in, rest, line, "two node ids 'src dst'");
+    src.push_back(s);
+    dst.push_back(d);
+    max_id = std::max({max_id, s, d});
     ++count;
   }
   if (count != *edges)
     fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: file ends after {} edge lines, the header declares {}", in.path(),
          in.line_number(), count, *edges);
+  check_node_count(in, *nodes, max_id, "the header");
+
+  EdgeList out;
+  out.num_nodes = *nodes;
+  out.edge_index = std::move(src);
+  out.edge_index.insert(out.edge_index.end(), dst.begin(), dst.end());
   return out;
 }
 
@@ -251,9 +349,11 @@ EdgeList read_matrix_market(LineReader& in) {
   if (*rows != *cols) parse_error(in, fmt::format("matrix is {} x {}, an adjacency matrix must be square", *rows, *cols), line);
   check_declared_sizes(in, *rows, (mirror ? 2 : 1) * *nnz);
 
+  const size_t hint = (mirror ? 2 : 1) * edge_reservation(in, *nnz, 4);  // "r c\n"
   std::vector<int64_t> src, dst;
-  src.reserve(static_cast<size_t>((mirror ? 2 : 1) * *nnz));
-  dst.reserve(src.capacity());
+  src.reserve(2 * hint);  // room for the destinations appended at the end
+  dst.reserve(hint);
+  int64_t max_id = -1;
   const std::string_view expected = field == "pattern" ? "'row col'" : "'row col value'";
   for (int64_t k = 0; k < *nnz; ++k) {
     if (!next_data_line())
@@ -269,12 +369,14 @@ EdgeList read_matrix_market(LineReader& in) {
     expect_end(in, rest, line, expected);
     src.push_back(r);
     dst.push_back(c);
+    max_id = std::max({max_id, r, c});
     if (mirror && r != c) {
       src.push_back(c);
       dst.push_back(r);
     }
   }
   if (next_data_line()) parse_error(in, fmt::format("more entries than the {} declared in the size line", *nnz), line);
+  check_node_count(in, *rows, max_id, "the size line");
 
   EdgeList out;
   out.num_nodes = *rows;

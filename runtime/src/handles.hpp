@@ -9,12 +9,25 @@
 #include "graph.hpp"
 
 #include <memory>
+#include <utility>
 
+// Each handle is registered while it lives (api_guard.hpp, LiveHandles), so that deref rejects
+// destroyed and garbage handles.
 struct dfgnn_context {
   dfgnn::Context impl;
+  dfgnn_context() { dfgnn::LiveHandles<dfgnn_context>::add(this); }
+  ~dfgnn_context() { dfgnn::LiveHandles<dfgnn_context>::remove(this); }
+  dfgnn_context(const dfgnn_context&) = delete;
+  dfgnn_context& operator=(const dfgnn_context&) = delete;
 };
 struct dfgnn_graph {
   std::unique_ptr<dfgnn::Graph> impl;
+  explicit dfgnn_graph(std::unique_ptr<dfgnn::Graph> graph) : impl(std::move(graph)) {
+    dfgnn::LiveHandles<dfgnn_graph>::add(this);
+  }
+  ~dfgnn_graph() { dfgnn::LiveHandles<dfgnn_graph>::remove(this); }
+  dfgnn_graph(const dfgnn_graph&) = delete;
+  dfgnn_graph& operator=(const dfgnn_graph&) = delete;
 };
 
 namespace dfgnn {

@@ -71,6 +71,11 @@ void validate_op(const dfgnn_op_t& op, int64_t num_nodes, int64_t num_edges) {
   dtype_size(op.dtype);
   require(op.heads >= 1, "op.heads must be >= 1 (got {})", op.heads);
   require(op.dim >= 1, "op.dim must be >= 1 (got {})", op.dim);
+  // Kernels are specialised on H and D and index a node's H*D channels in 32 bits; bounding the
+  // product here keeps every size derived from it (workspaces, launch grids) far from overflow.
+  if (int64_t{op.heads} * op.dim > kMaxChannels)
+    fail(DFGNN_STATUS_NOT_SUPPORTED, "op.heads * op.dim = {} * {} exceeds {} channels per node, the most supported "
+         "(schedules serve D up to 2048)", op.heads, op.dim, kMaxChannels);
   constexpr double kMaxElements = static_cast<double>(std::numeric_limits<int64_t>::max() / 8);
   require(static_cast<double>(num_nodes) * op.heads * op.dim < kMaxElements, "N*H*D = {}*{}*{} is too large",
           num_nodes, op.heads, op.dim);

@@ -39,8 +39,13 @@ const char* model_name(dfgnn_model_t model);
 const char* dtype_name(dfgnn_dtype_t dtype);
 size_t dtype_size(dfgnn_dtype_t dtype);
 
+// Most channels per node (H*D) an op may have (the header's DFGNN_MAX_CHANNELS, 2^24): far above
+// any D a schedule serves (2048), yet small enough that N*H*D elements of any graph fit int64 bytes.
+inline constexpr int64_t kMaxChannels = DFGNN_MAX_CHANNELS;
+
 // Validates enum values and dims (H >= 1, D >= 1, N*H*D and E*H*D representable), and that only
-// GAT, GATv2 and Transformer take edge features. Throws INVALID_ARGUMENT.
+// GAT, GATv2 and Transformer take edge features. Throws INVALID_ARGUMENT, or NOT_SUPPORTED for
+// H*D above kMaxChannels.
 void validate_op(const dfgnn_op_t& op, int64_t num_nodes, int64_t num_edges);
 // Required slots non-null (node-sized ones may be null when num_nodes is 0, edge when num_edges
 // is 0), others null. 'what' names the struct in messages ("inputs", "grads").

@@ -15,8 +15,9 @@ constexpr int32_t kMaxRegistersPerLane = 64;  // channels a lane holds; beyond, 
 constexpr int32_t kMaxTeamSharedBytes = 48 * 1024;
 constexpr int32_t kDefaultSplit = 256;  // default hub threshold and chunk (edges)
 
-int32_t next_pow2(int32_t x) {
-  int32_t p = 1;
+// The smallest power of two >= x, in 64 bits so that every int32_t x has one (2^31 for x > 2^30).
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
   while (p < x) p *= 2;
   return p;
 }
@@ -38,7 +39,7 @@ std::vector<int32_t> threshold_candidates(const PassProblem& p) {
   std::set<int32_t> t;
   for (double q : {fp.p99, fp.p999, 8 * fp.mean_degree, 32 * fp.mean_degree, 256.0, 1024.0, 4096.0}) {
     const int32_t v = static_cast<int32_t>(std::ceil(q));
-    if (v >= 64 && next_pow2(v) < fp.max_degree) t.insert(next_pow2(v));
+    if (v >= 64 && next_pow2(v) < fp.max_degree) t.insert(static_cast<int32_t>(next_pow2(v)));
   }
   return {t.begin(), t.end()};
 }
@@ -51,7 +52,7 @@ std::string common_invalid_reason(const PassProblem& p, const Schedule& s) {
     return fmt::format("vec = {} {} values exceed a 16-byte load", s.vec, dtype_name(p.op.dtype));
   if (p.op.dim % s.vec != 0) return fmt::format("vec = {} does not divide D = {}", s.vec, p.op.dim);
   if (s.vec > p.max_vec) return fmt::format("vec = {} exceeds what the data's alignment allows ({})", s.vec, p.max_vec);
-  if (s.groups < 1 || s.groups * lanes > 1024 || (s.groups * lanes) % 32 != 0)
+  if (s.groups < 1 || int64_t{s.groups} * lanes > 1024 || (s.groups * lanes) % 32 != 0)  // 64 bits: groups is user text
     return fmt::format("groups = {} of {} lanes is not a block of 32..1024 whole warps", s.groups, lanes);
   if (s.team < 1 || s.groups % s.team != 0) return fmt::format("team = {} does not divide groups = {}", s.team, s.groups);
   if (registers_per_lane(p.op.dim, lanes, s.vec) > kMaxRegistersPerLane)
@@ -289,12 +290,13 @@ const char* solver_name(SolverId id) {
 }
 
 int32_t lanes_for_dim(int32_t dim, int32_t vec) {
-  return std::clamp(next_pow2((dim + vec - 1) / vec), 4, 32);
+  return static_cast<int32_t>(std::clamp<int64_t>(next_pow2((int64_t{dim} + vec - 1) / vec), 4, 32));
 }
 
 int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec) {
-  const int32_t per_chunk = lanes * vec;
-  return (dim + per_chunk - 1) / per_chunk * vec;
+  // In 64 bits: D near 2^31 must not wrap; the result is at most D, so it fits again.
+  const int64_t per_chunk = int64_t{lanes} * vec;
+  return static_cast<int32_t>((int64_t{dim} + per_chunk - 1) / per_chunk * vec);
 }
 
 std::string to_string(const Schedule& s) {
@@ -322,6 +324,7 @@ Schedule parse_schedule(const std::string& text) {
   s.solver = solver->id();
   std::string rest = colon == std::string::npos ? "" : text.substr(colon + 1);
   size_t pos = 0;
+  std::set<std::string> seen;  // a repeated field would otherwise let the last value win silently
   while (pos < rest.size()) {
     size_t comma = rest.find(',', pos);
     if (comma == std::string::npos) comma = rest.size();
@@ -330,6 +333,7 @@ Schedule parse_schedule(const std::string& text) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': '{}' is not name=value", text, item);
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (!seen.insert(key).second) fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': field '{}' is given twice", text, key);
     bool known = false;
     Schedule::visit(s, [&](const char* field, int32_t& member) {
       if (key != field) return;

@@ -56,8 +56,10 @@ struct Result {
 };
 
 // Runs a tool with the given (already quoted) arguments; never reads or writes the user's cache.
-Result run_tool(const char* exe, const std::string& args) {
-  const std::string command = "DFGNN_SITE_DB= DFGNN_LOG_LEVEL=error " + quote(exe) + " " + args + " 2>&1";
+// shell_prefix runs first in the same shell (e.g. "ulimit -v N;").
+Result run_tool(const char* exe, const std::string& args, const std::string& shell_prefix = "") {
+  const std::string command =
+      shell_prefix + " env DFGNN_SITE_DB= DFGNN_LOG_LEVEL=error " + quote(exe) + " " + args + " 2>&1";
   Result r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -356,5 +358,70 @@ TEST(Cli, DbErrors) {
   EXPECT_EQ(r.code, 0);
   EXPECT_TRUE(contains(r.output, "merge")) << r.output;
 }
+
+// ---------------------------------------------------------------- issue 15: sizes and exceptions
+
+int line_count(const std::string& text) { return count_of(text, "\n"); }
+
+// D in [2^30 + 1, 2^31 - 1] used to hang dfgnn-tune (no output after 20 s): now one line and a
+// non-zero exit at once. `timeout` turns a hang into a failure instead of a stuck test.
+TEST(Cli, TuneRefusesAHugeDimAtOnce) {
+  const std::string cora = std::string(DFGNN_SOURCE_DIR) + "/data/cora";
+  for (const char* dims : {"--dim 1073741825", "--dim 2147483647", "--heads 100000 --dim 100000"}) {
+    SCOPED_TRACE(dims);
+    const Result plain = run_tool(DFGNN_TUNE_EXE, std::string(dims) + " " + quote(cora), "timeout 20");
+    EXPECT_NE(plain.code, 0) << plain.output;
+    EXPECT_NE(plain.code, 124) << "timed out: " << plain.output;
+    EXPECT_EQ(line_count(plain.output), 1) << plain.output;
+    EXPECT_TRUE(contains(plain.output, "16777216")) << plain.output;
+  }
+}
+
+#ifdef DFGNN_GRAPH_EXE
+Result graph_tool(const std::string& args, const std::string& prefix = "timeout 60") {
+  return run_tool(DFGNN_GRAPH_EXE, args, prefix);
+}
+
+TEST(Cli, GraphChecksSizesBeforeAllocating) {
+  const std::string cora = quote(std::string(DFGNN_SOURCE_DIR) + "/data/cora");
+  // Used to die of std::bad_alloc (rc 134) with its buffered output lost.
+  for (const char* dims : {"--heads 1 --dim 1073741825", "--heads 100000 --dim 100000"}) {
+    SCOPED_TRACE(dims);
+    const Result r = graph_tool(std::string(dims) + " " + cora);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "dfgnn-graph: --heads")) << r.output;
+    EXPECT_TRUE(contains(r.output, "exceeds 16777216 channels per node")) << r.output;
+  }
+  // Within the channel limit but beyond memory (2708 x 2^24 doubles per array): std::bad_alloc is
+  // caught at main, one line on stderr, and what was printed before is kept.
+  const Result oom = graph_tool("--heads 4096 --dim 4096 " + cora, "ulimit -v 8388608; timeout 60");
+  EXPECT_EQ(oom.code, 1) << oom.output;
+  EXPECT_TRUE(contains(oom.output, "graph " + std::string(DFGNN_SOURCE_DIR) + "/data/cora (valid)")) << oom.output;
+  EXPECT_TRUE(contains(oom.output, "nodes 2708  edges 10556")) << oom.output;
+  EXPECT_TRUE(oom.output.ends_with("dfgnn-graph: out of host memory\n")) << oom.output;
+}
+
+TEST(Cli, GraphRejectsNegativeRmatEdges) {
+  const Result r = graph_tool("--rmat-scale 4 --rmat-edges -1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "--rmat-edges -1 must be >= 0")) << r.output;
+  const Result ok = graph_tool("--rmat-scale 4 --rmat-edges 40 --no-ops");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(contains(ok.output, "rmat-scale4-edges40-seed1 (valid)")) << ok.output;
+  EXPECT_EQ(graph_tool("--rmat-edges 40 --no-ops x").code, 2);  // --rmat-edges without --rmat-scale
+}
+
+TEST(Cli, GraphReportsFileErrorsInOneLine) {
+  TempDir dir;
+  const std::string file = dir / "g.txt";
+  std::ofstream(file) << "# nodes 10 edges 2147483647\n0 1\n";
+  const Result r = graph_tool(quote(file));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "file ends after 1 edge lines, the header declares 2147483647")) << r.output;
+}
+#endif  // DFGNN_GRAPH_EXE
 
 #endif  // DFGNN_TUNE_EXE && DFGNN_DB_EXE

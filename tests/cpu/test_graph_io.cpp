@@ -5,12 +5,16 @@
 
 #include <zlib.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -265,6 +269,100 @@ TEST(GraphIo, SharedDatasets) {
     EXPECT_EQ(n, nodes) << name;
     EXPECT_EQ(e, edges) << name;
   }
+}
+
+// ---------------------------------------------------------------- header sizes (issue 15, item 4)
+
+// Runs f in a forked child whose address space may grow by at most `headroom` bytes beyond what it
+// has mapped now; true if f returned there. A reader that allocated from a header's count before
+// reading anything fails there with std::bad_alloc.
+template <typename F>
+bool runs_within(size_t headroom, F&& f) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    size_t pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t limit = pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)) + headroom;
+    const rlimit r{limit, limit};
+    ::setrlimit(RLIMIT_AS, &r);
+    try {
+      f();
+    } catch (const std::bad_alloc&) {
+      std::_Exit(2);
+    } catch (...) {
+      std::_Exit(3);
+    }
+    std::_Exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST(GraphIo, HeaderEdgeCountIsCheckedAgainstTheLinesNotAllocated) {
+  TempDir tmp;
+  for (const int64_t declared : {int64_t{500000000}, int64_t{2147483647}}) {
+    SCOPED_TRACE(declared);
+    const std::string path = tmp.write("big.txt", fmt::format("# nodes 10 edges {}\n0 1\n", declared));
+    // The real problem, with both numbers, instead of "out of host memory".
+    expect_error([&] { read_graph_file(path); }, DFGNN_STATUS_PARSE_ERROR,
+                 fmt::format("file ends after 1 edge lines, the header declares {}", declared));
+    // ... and found with little memory (the header's count used to be allocated up front: 8 GB).
+    EXPECT_TRUE(runs_within(size_t{256} << 20, [&] { expect_error([&] { read_graph_file(path); }, DFGNN_STATUS_PARSE_ERROR, "file ends"); }));
+  }
+  const std::string mtx = tmp.write(
+      "big.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n10 10 1000000000\n1 2\n");
+  expect_error([&] { read_graph_file(mtx); }, DFGNN_STATUS_PARSE_ERROR,
+               "file ends after 1 entries, the size line declares 1000000000");
+  EXPECT_TRUE(runs_within(size_t{256} << 20, [&] { expect_error([&] { read_graph_file(mtx); }, DFGNN_STATUS_PARSE_ERROR, "file ends"); }));
+}
+
+TEST(GraphIo, HeaderNodeCountFarAboveTheIdsReadIsAnError) {
+  TempDir tmp;
+  // Isolated nodes beyond the largest id are kept up to 16 x (largest id + 1) + 65536 nodes.
+  const std::string ok = tmp.write("ok.txt", "# nodes 65568 edges 1\n0 1\n");  // 16 * 2 + 65536
+  EXPECT_EQ(read_graph_file(ok).num_nodes, 65568);
+  const std::string no_edges = tmp.write("none.txt", "# nodes 65536 edges 0\n");
+  EXPECT_EQ(read_graph_file(no_edges).num_nodes, 65536);
+  const auto rejected = [&](const std::string& text, const std::string& needle) {
+    SCOPED_TRACE(text);
+    expect_error([&] { read_graph_file(tmp.write("bad.txt", text)); }, DFGNN_STATUS_PARSE_ERROR, needle);
+  };
+  rejected("# nodes 65569 edges 1\n0 1\n", "the header declares 65569 nodes but the largest node id read is 1");
+  rejected("# nodes 1073741824 edges 1\n0 1\n", "= 65568 nodes are accepted");
+  rejected("# nodes 2147483646 edges 1\n0 1\n", "declares 2147483646 nodes");
+  rejected("# nodes 65537 edges 0\n", "declares 65537 nodes but no node id was read");
+  expect_error([&] { read_graph_file(tmp.write("bad.mtx", "%%MatrixMarket matrix coordinate pattern general\n"
+                                                          "1000000 1000000 1\n1 2\n")); },
+               DFGNN_STATUS_PARSE_ERROR, "the size line declares 1000000 nodes but the largest node id read is 1");
+  // Through the C API too, and quickly: no O(N) arrays are built for the header's N.
+  auto r = load(tmp.write("huge.txt", "# nodes 1073741824 edges 1\n0 1\n"));
+  EXPECT_EQ(r.status, DFGNN_STATUS_PARSE_ERROR) << r.message;
+  EXPECT_NE(r.message.find("dfgnnGraphCreateCoo"), std::string::npos) << r.message;
+}
+
+TEST(GraphIo, GzipWithTrailingGarbageIsParseError) {
+  TempDir tmp;
+  const std::string text = "# nodes 3 edges 2\n0 1\n1 2\n";
+  const std::string gz = slurp(tmp.write_gz("g.txt.gz", text));
+  EXPECT_EQ(pairs(read_graph_file(tmp.write("ok.txt.gz", gz))),
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}}));
+  for (const std::string& tail : {std::string("garbage"), std::string("x"), std::string(64, '\0')}) {
+    SCOPED_TRACE(tail.size());
+    expect_error([&] { read_graph_file(tmp.write("bad.txt.gz", gz + tail)); }, DFGNN_STATUS_PARSE_ERROR,
+                 "trailing garbage after the gzip data");
+  }
+  // Concatenated gzip members are one stream (as gzip -d reads them), not garbage.
+  const std::string first = slurp(tmp.write_gz("a.gz", "# nodes 3 edges 2\n0 1\n"));
+  const std::string second = slurp(tmp.write_gz("b.gz", "1 2\n"));
+  EXPECT_EQ(pairs(read_graph_file(tmp.write("two.txt.gz", first + second))),
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 2}}));
+  // A damaged first member stays an I/O error (the file itself is broken).
+  std::string corrupt = gz;
+  corrupt[corrupt.size() / 2] ^= 0x55;
+  corrupt[corrupt.size() / 2 + 1] ^= 0x55;
+  auto r = load(tmp.write("corrupt.txt.gz", corrupt));
+  EXPECT_NE(r.status, DFGNN_STATUS_SUCCESS);
 }
 
 // ---------------------------------------------------------------- R-MAT

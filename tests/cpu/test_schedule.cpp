@@ -161,8 +161,6 @@ TEST(Schedule, ParseKeepsDefaultsOfOmittedFieldsInAnyOrder) {
   EXPECT_EQ(s, expected);
   EXPECT_EQ(dfgnn::parse_schedule("block_row"), make(SolverId::BlockRow, 32, 8, 1, 1, 0, 0, 0));
   EXPECT_EQ(dfgnn::parse_schedule("subwarp:"), Schedule{});
-  // A repeated field: the last one wins.
-  EXPECT_EQ(dfgnn::parse_schedule("subwarp:lanes=4,lanes=16").lanes, 16);
 }
 
 TEST(Schedule, ParseErrorsNameTheProblem) {
@@ -175,6 +173,7 @@ TEST(Schedule, ParseErrorsNameTheProblem) {
       {"", "unknown solver ''"},
       {"Subwarp:lanes=32", "unknown solver 'Subwarp'"},
       {"subwarp:lanez=32", "unknown field 'lanez'"},
+      {"subwarp:lanes=4,lanes=16", "field 'lanes' is given twice"},  // issue 15: the last one won
       {"subwarp:lanes=32,=4", "unknown field ''"},
       {"subwarp:lanes=abc", "lanes = 'abc' is not an integer"},
       {"subwarp:lanes=4x", "lanes = '4x' is not an integer"},

@@ -66,6 +66,12 @@ DFGNN_API const char* dfgnnGetVersion(void);
 
 typedef struct dfgnn_context* dfgnn_context_t;
 
+/* Handles (contexts, graphs) are checked against a registry of live ones: a null, destroyed or
+ * never-created handle gets DFGNN_STATUS_INVALID_ARGUMENT instead of undefined behaviour. The
+ * check is best-effort: a destroyed handle whose address was reused by a new handle of the same
+ * kind is taken for the new one, and a handle destroyed by another thread during a call is not
+ * detected. Destroying a null handle does nothing. */
+
 /* Creates a context. Works without a GPU: host-only functions (graphs, fingerprints, reference
  * ops, NVRTC compilation) stay available, GPU entry points return DFGNN_STATUS_NO_DEVICE. */
 DFGNN_API dfgnn_status_t dfgnnCreate(dfgnn_context_t* ctx);
@@ -124,7 +130,12 @@ DFGNN_API dfgnn_status_t dfgnnGraphCreateCoo(dfgnn_context_t ctx, int64_t num_no
 
 /* Reads a graph file: the edge-list format of dfgnn's datasets ("# nodes N edges E ..." header,
  * then "src dst" lines; ".gz" compressed or plain) or Matrix Market (".mtx", coordinate, pattern
- * or valued; entry (r, c) is read as edge r -> c). A directory is read as DIR/edges.txt[.gz]. */
+ * or valued; entry (r, c) is read as edge r -> c). A directory is read as DIR/edges.txt[.gz].
+ * A gzip file must hold nothing but gzip members (trailing bytes: DFGNN_STATUS_PARSE_ERROR).
+ * Header sizes are checked against what is read, never trusted for memory: the edge count (or
+ * Matrix Market entry count) must equal the lines read, and the node count N may exceed the
+ * largest node id M read (isolated nodes) only up to N <= 16 * (M + 1) + 65536; a larger N is
+ * DFGNN_STATUS_PARSE_ERROR (a graph with more isolated nodes is built by dfgnnGraphCreateCoo). */
 DFGNN_API dfgnn_status_t dfgnnGraphCreateFromFile(dfgnn_context_t ctx, const char* path,
                                                   const dfgnn_graph_options_t* options,
                                                   dfgnn_graph_t* graph);
@@ -242,13 +253,17 @@ typedef enum dfgnn_dtype {
 
 typedef enum dfgnn_direction { DFGNN_FORWARD = 0, DFGNN_BACKWARD = 1 } dfgnn_direction_t;
 
+/* Most channels per node, H * D, of any op (ops, reference ops, schedules, workspace sizes);
+ * larger ones get DFGNN_STATUS_NOT_SUPPORTED. The kernels' schedules serve D up to 2048. */
+#define DFGNN_MAX_CHANNELS (1 << 24)
+
 /* What to compute. Feature tensors have dtype; attention vectors, beta, statistics and their
  * gradients are always float32 (float64 for the reference ops); arithmetic accumulates in
  * float32 (float64 for the reference). */
 typedef struct dfgnn_op {
   dfgnn_model_t model;
   dfgnn_dtype_t dtype;
-  int32_t heads;          /* H >= 1 */
+  int32_t heads;          /* H >= 1, H * D <= DFGNN_MAX_CHANNELS */
   int32_t dim;            /* D >= 1 (channels per head) */
   float negative_slope;   /* GAT, GATv2: LeakyReLU slope (PyG default 0.2) */
   float scale;            /* Transformer: score scale; 0 means 1/sqrt(D) */
