@@ -157,6 +157,15 @@ void print_command_help(const Command& c, const po::options_description& all_opt
 
 // ---------------------------------------------------------------- formatting
 
+// "STATUS: message" for the library's errors (the database's DbError, the runtime's dfgnn::Error),
+// else the message.
+std::string describe(const std::exception& e) {
+  if (const auto* d = dynamic_cast<const DbError*>(&e)) return fmt::format("{}: {}", dfgnnGetStatusString(d->status()), e.what());
+  if (const auto* r = dynamic_cast<const dfgnn::Error*>(&e))
+    return fmt::format("{}: {}", dfgnnGetStatusString(r->status()), e.what());
+  return e.what();
+}
+
 std::string model_text(int32_t m) {
   const char* name = cli::find_model_name(m);
   return name != nullptr ? name : fmt::format("model{}", m);
@@ -412,8 +421,8 @@ int cmd_merge(const fs::path& user, const std::vector<std::string>& files) {
                  "{} result(s) updated, {} module(s) added{}",
           f, user.string(), r.runs_added, r.runs_present, r.runs_rejected, r.candidates_rejected, r.results_updated,
           r.modules_added, r.modules_rejected ? fmt::format(", {} malformed module(s) skipped", r.modules_rejected) : "");
-    } catch (const dfgnn::Error& e) {  // a merge is all or nothing: say so
-      say_err("{}: merge {}: nothing from it was merged: {}: {}", kTool, f, dfgnnGetStatusString(e.status()), e.what());
+    } catch (const std::exception& e) {  // a merge is all or nothing: say so
+      say_err("{}: merge {}: nothing from it was merged: {}", kTool, f, describe(e));
       ++failed;
     }
   }
@@ -599,17 +608,14 @@ int main(int argc, char** argv) {
     // Messages may quote database text: printed escaped, like everything else.
     try {
       return run(argc, argv);
-    } catch (const dfgnn::Error& e) {  // the library's errors name their status
-      say_err("{}: {}: {}", kTool, dfgnnGetStatusString(e.status()), e.what());
-      return kExitFailure;
     } catch (const BadArgs& e) {
       say_err("{}: {}", kTool, e.message);
       return cli::kExitBadArgs;
     } catch (const Failure& e) {
       say_err("{}: {}", kTool, e.message);
       return kExitFailure;
-    } catch (const std::exception& e) {
-      say_err("{}: {}", kTool, e.what());
+    } catch (const std::exception& e) {  // the library's errors name their status
+      say_err("{}: {}", kTool, describe(e));
       return kExitFailure;
     }
   });

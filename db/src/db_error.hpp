@@ -1,10 +1,12 @@
-// The tuning database's error: a dfgnn::Error (status DATABASE_ERROR or INVALID_ARGUMENT, so the
-// C API reports it like any other) that also says what kind of failure it is, so callers and the
-// database itself branch on the kind instead of on message text.
+// The tuning database's own error type: what kind of failure it is (callers and the database
+// itself branch on the kind, never on message text) and the C API status it maps to
+// (DATABASE_ERROR, or INVALID_ARGUMENT for a malformed argument), which the runtime's C boundary
+// (api_guard.hpp) reports. db/ depends on no runtime header: only the public C header's status.
 #pragma once
 
-#include "error.hpp"
+#include <dfgnn/dfgnn.h>
 
+#include <stdexcept>
 #include <string>
 
 namespace dfgnn::db {
@@ -26,14 +28,14 @@ enum class ErrorKind {
 // "disk full", "read-only", ...: a few words for messages.
 const char* error_kind_name(ErrorKind kind);
 
-class DbError : public Error {
+class DbError : public std::runtime_error {
  public:
   DbError(ErrorKind kind, const std::string& message, int sqlite_code = 0)
-      : Error(kind == ErrorKind::InvalidArgument ? DFGNN_STATUS_INVALID_ARGUMENT : DFGNN_STATUS_DATABASE_ERROR,
-              message),
-        kind_(kind),
-        sqlite_code_(sqlite_code) {}
+      : std::runtime_error(message), kind_(kind), sqlite_code_(sqlite_code) {}
   ErrorKind kind() const noexcept { return kind_; }
+  dfgnn_status_t status() const noexcept {
+    return kind_ == ErrorKind::InvalidArgument ? DFGNN_STATUS_INVALID_ARGUMENT : DFGNN_STATUS_DATABASE_ERROR;
+  }
   int sqlite_code() const noexcept { return sqlite_code_; }  // extended result code, 0 if none
 
  private:

@@ -709,7 +709,7 @@ int64_t insert_run(Connection& conn, int64_t result_id, int64_t environment_id, 
   Query sel(conn, "SELECT result_id FROM runs WHERE uuid = ?1");
   sel.bind(1, uuid);
   if (sel.step() && sel.i64(0) != result_id)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("tuning database {}: run id {} is already used for a different problem", conn.path(), uuid));
   return 0;
 }
@@ -801,11 +801,11 @@ std::string environment_class(const EnvironmentInfo& env) {
 std::string fingerprint_text(const dfgnn_fingerprint_t& fp) {
   size_t length = 0;
   if (dfgnnFingerprintSerialize(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
   std::string text(length + 1, '\0');
   if (dfgnnFingerprintSerialize(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
   text.resize(length);
   return text;
@@ -819,10 +819,10 @@ std::string fingerprint_hash(const dfgnn_fingerprint_t& fp) {
 std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp) {
   size_t length = 0;
   if (dfgnnFingerprintBucketKey(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
   std::string text(length + 1, '\0');
   if (dfgnnFingerprintBucketKey(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
   text.resize(length);
   return text;
 }
@@ -961,7 +961,7 @@ std::optional<TuningResult> TuningDb::put_result(const TuningRun& run_in) {
   Impl::require_writable(*this);
   TuningRun run = run_in;
   auto invalid = [&](const std::string& why) {
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("tuning database {}: put_result: {}", path_.string(), why));
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("tuning database {}: put_result: {}", path_.string(), why));
   };
   if (std::string why = check_environment(run.environment); !why.empty()) invalid(why);
   if (run.op.heads < 1 || run.op.dim < 1) invalid("op key out of range: " + op_text(run.op));
@@ -1091,7 +1091,7 @@ void TuningDb::put_module(const ModuleRecord& module) {
   Impl::require_writable(*this);
   if (module.key.empty() || module.image.empty() || module.names.empty() ||
       module.names.size() != module.lowered.size())
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("tuning database {}: put_module: empty key, image or names, or names ({}) and lowered "
                             "names ({}) differ in length",
                             path_.string(), module.names.size(), module.lowered.size()));
@@ -1419,7 +1419,7 @@ PruneReport TuningDb::prune(const PruneFilter& f) {
   std::lock_guard lock(mutex_);
   Impl::require_writable(*this);
   if (!f.env_class && !f.older_than && !f.library_version && !f.template_hash)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, "prune: give at least one filter");
+    throw DbError(ErrorKind::InvalidArgument, "prune: give at least one filter");
   PruneReport report;
   Connection& conn = *conn_;
   detail::write_transaction(conn, options_.write_attempts, [&] {

@@ -36,10 +36,10 @@
 // stamp, fingerprint text and hash, statistics, then the caller's RowValidator). An invalid row is
 // a miss, logged on the "dfgnn" spdlog logger; it never throws and is never returned.
 //
-// Errors: TuningDb methods throw DbError (db_error.hpp: a dfgnn::Error with a kind(): disk full,
-// read-only, damaged, not a database, foreign, newer schema, schema differs, busy...) with
-// DFGNN_STATUS_DATABASE_ERROR when the file is unusable (the message names the path, SQLite's error
-// and the kind), or DFGNN_STATUS_INVALID_ARGUMENT for a malformed argument. LayeredDb's read
+// Errors: TuningDb methods throw DbError (db_error.hpp: a std::runtime_error with a kind(): disk
+// full, read-only, damaged, not a database, foreign, newer schema, schema differs, busy...) whose
+// status() is DFGNN_STATUS_DATABASE_ERROR when the file is unusable (the message names the path,
+// SQLite's error and the kind), or DFGNN_STATUS_INVALID_ARGUMENT for a malformed argument. LayeredDb's read
 // methods never throw: a failing layer is logged and skipped.
 //
 // Thread safety: a TuningDb / LayeredDb object may be used from several threads (calls are
@@ -104,7 +104,7 @@ struct OpKey {
 // Stable identity of a fingerprint: XXH64 (hex, 16 digits) of its dfgnnFingerprintSerialize text.
 std::string fingerprint_hash(const dfgnn_fingerprint_t& fp);
 // Its text form (dfgnnFingerprintSerialize) and coarse bucket key (dfgnnFingerprintBucketKey).
-// Throw dfgnn::Error (INVALID_ARGUMENT) if the fingerprint cannot be serialised.
+// Throw DbError (InvalidArgument) if the fingerprint cannot be serialised.
 std::string fingerprint_text(const dfgnn_fingerprint_t& fp);
 std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp);
 

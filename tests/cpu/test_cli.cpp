@@ -7,6 +7,7 @@
 #include "schedule.hpp"
 #include "tuning_db.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <sched.h>

@@ -4,7 +4,7 @@
 // user-over-site layering.
 #include "test_util.hpp"
 
-#include "error.hpp"
+#include "db_error.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 #include "tuning_db.hpp"
@@ -16,6 +16,8 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -171,20 +173,9 @@ int64_t raw_int(const fs::path& p, const std::string& sql) {
   return v;
 }
 
+// Runs f, which must throw the database's error; returns it (its status(), kind() and message).
 template <typename F>
-dfgnn::Error expect_error(F&& f) {
-  try {
-    f();
-  } catch (const dfgnn::Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a dfgnn::Error";
-  return dfgnn::Error(DFGNN_STATUS_SUCCESS, "");
-}
-
-// The same for the database's own error, whose kind() says what failed.
-template <typename F>
-dfgnn::db::DbError expect_db_error(F&& f) {
+dfgnn::db::DbError expect_error(F&& f) {
   try {
     f();
   } catch (const dfgnn::db::DbError& e) {
@@ -547,7 +538,7 @@ void add_note_column(dfgnn::db::detail::Connection& c) {
 }
 void failing_step(dfgnn::db::detail::Connection& c) {
   c.exec("ALTER TABLE results ADD COLUMN doomed TEXT");
-  throw dfgnn::Error(DFGNN_STATUS_DATABASE_ERROR, "step failed on purpose");
+  throw dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, "step failed on purpose");
 }
 
 TEST(TuningDbSchema, OlderVersionIsMigrated) {
@@ -689,13 +680,13 @@ TEST(TuningDbRobustness, CorruptedPagesAreErrorsOrMissesNeverCrashes) {
         } else {
           ++misses;
         }
-      } catch (const dfgnn::Error& e) {
+      } catch (const dfgnn::db::DbError& e) {
         EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
         ++errors;
       }
     }
     EXPECT_FALSE(site->verify().empty());
-  } catch (const dfgnn::Error& e) {
+  } catch (const dfgnn::db::DbError& e) {
     EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
     ++errors;
   }
@@ -1271,10 +1262,10 @@ TEST(TuningDbHostile, VerifyRejectsWhatDispatchWouldNotUse) {
   // Writing (a merge, a tuning run) into the file with the trigger is refused, naming it, and so is
   // exporting it; the file is left as it was.
   const std::string before = read_bytes(p);
-  auto e = expect_db_error([&] { TuningDb::open_user(p, with_validator()); });
+  auto e = expect_error([&] { TuningDb::open_user(p, with_validator()); });
   EXPECT_TRUE(contains(e.what(), "unknown trigger \"evil\"")) << e.what();
   EXPECT_EQ(e.kind(), dfgnn::db::ErrorKind::Schema);
-  e = expect_db_error([&] { site->export_to(dir / "out.db"); });
+  e = expect_error([&] { site->export_to(dir / "out.db"); });
   EXPECT_TRUE(contains(e.what(), "export refused")) << e.what();
   EXPECT_FALSE(fs::exists(dir / "out.db"));
   EXPECT_EQ(read_bytes(p), before);
@@ -1355,7 +1346,7 @@ TEST(TuningDbMerge, FullDiskCommitsNothing) {
   {
     PageLimit limit(static_cast<int>(empty_pages + (full_pages - empty_pages) / 2));  // the first chunks fit
     auto target = TuningDb::open_user(dst);
-    const auto e = expect_db_error([&] { target->merge_from(src); });
+    const auto e = expect_error([&] { target->merge_from(src); });
     EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
     EXPECT_EQ(e.kind(), dfgnn::db::ErrorKind::DiskFull) << e.what();
     EXPECT_TRUE(contains(e.what(), "the disk is full")) << e.what();
@@ -1388,7 +1379,7 @@ TEST(TuningDbMerge, DamagedSourceModulesCommitNothing) {
   for (int64_t i = 0; i < page_size; ++i) bytes[static_cast<size_t>((root - 1) * page_size + i)] = static_cast<char>(0xff);
   write_bytes(snap, bytes);
   auto db = TuningDb::open_user(dst);
-  const auto e = expect_db_error([&] { db->merge_from(snap); });
+  const auto e = expect_error([&] { db->merge_from(snap); });
   EXPECT_EQ(e.kind(), dfgnn::db::ErrorKind::Corrupt) << e.what();
   EXPECT_TRUE(contains(e.what(), snap.string())) << e.what();
   EXPECT_EQ(db->stats().runs, 0);
