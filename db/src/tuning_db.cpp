@@ -1362,8 +1362,10 @@ void remove_stale_temps(const fs::path& target) {
     const size_t dash = rest.find('-');
     if (dash == std::string::npos || dash == 0 || dash > 9 || dash + 1 == rest.size()) continue;
     const std::string pid_text = rest.substr(0, dash), tag = rest.substr(dash + 1);
-    if (!std::all_of(pid_text.begin(), pid_text.end(), ::isdigit) || !std::all_of(tag.begin(), tag.end(), ::isxdigit))
-      continue;
+    auto all = [](const std::string& text, int (*test)(int)) {
+      return std::all_of(text.begin(), text.end(), [&](char c) { return test(static_cast<unsigned char>(c)) != 0; });
+    };
+    if (!all(pid_text, ::isdigit) || !all(tag, ::isxdigit)) continue;
     const long pid = std::stol(pid_text);
     if (pid <= 1) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
