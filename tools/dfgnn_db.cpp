@@ -6,6 +6,7 @@
 // problems), 2 bad arguments.
 #include "cli_common.hpp"
 #include "dispatch.hpp"
+#include "printable.hpp"
 #include "error.hpp"
 #include "tuning_db.hpp"
 
@@ -13,6 +14,7 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -23,6 +25,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,29 +43,128 @@ using cli::kExitFailure;
 
 constexpr const char* kTool = "dfgnn-db";
 
-const char* kUsage =
-    "Usage: dfgnn-db [--db PATH] [--site PATH]... COMMAND [ARGS]\n\n"
-    "Commands\n"
-    "  list [--env CLASS]     one line per tuning result: id, environment class, op\n"
-    "                         (model/dtype/H/D/pass/vector limit), fingerprint bucket, winner,\n"
-    "                         median ms, default's median, speedup, runs, host, date; invalid\n"
-    "                         rows are marked with the reason\n"
-    "  show ID                everything about one result, with its pooled candidate statistics\n"
-    "  stats                  counts of environments, fingerprints, results, runs, modules\n"
-    "  export OUT.db          consistent, compacted snapshot of the database, to ship as a\n"
-    "                         read-only site database (DFGNN_SITE_DB / dfgnnSetDatabase)\n"
-    "  import|merge FILE...   pool the runs of other databases into this one (idempotent)\n"
-    "  prune FILTERS          delete runs matching all given filters (at least one):\n"
-    "                         --env CLASS, --older-than DAYS, --library-version V, --template-hash H\n"
-    "  verify                 SQLite integrity check plus validation of every row; exit 1 on problems\n\n"
-    "The database is --db PATH, by default $DFGNN_CACHE_DIR/tuning.db, else\n"
-    "$XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db. list, show, stats and verify\n"
-    "open it read-only; --site PATH (repeatable) reads site databases instead (opened immutable),\n"
-    "together with --db when that is given too.\n"
-    "Exit codes: 0 ok, 1 failure (cannot open, corrupt, verify found problems), 2 bad arguments.\n\n"
-    "Options";
+// Every line the tool prints goes through say / say_err: database text (hosts, schedules, GPU
+// names, and messages quoting rows) may hold control characters, shown escaped (cli::printable).
+template <typename... Args>
+void say(fmt::format_string<Args...> format, Args&&... args) {
+  std::fputs((cli::printable(fmt::format(format, std::forward<Args>(args)...)) + "\n").c_str(), stdout);
+}
+template <typename... Args>
+void say_err(fmt::format_string<Args...> format, Args&&... args) {
+  std::fflush(stdout);
+  std::fputs((cli::printable(fmt::format(format, std::forward<Args>(args)...)) + "\n").c_str(), stderr);
+}
+
+// The commands: their synopsis, what they do (pre-wrapped for the help's second column) and
+// the options that apply to them besides --db, --help, --version and --verbose.
+struct Command {
+  const char* name;
+  const char* synopsis;
+  const char* about;
+  std::vector<const char*> options;
+  bool reads;  // opens read-only; may read --site databases
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"list", "list [--env CLASS]",
+       "one line per tuning result: id, environment class, op\n"
+       "(model/dtype/H/D/pass/vector limit), fingerprint bucket, winner,\n"
+       "median ms, default's median, speedup, runs, host, date; invalid\n"
+       "rows are marked with the reason",
+       {"site", "env"}, true},
+      {"show", "show ID", "everything about one result, with its pooled candidate statistics", {"site"}, true},
+      {"stats", "stats", "counts of environments, fingerprints, results, runs, modules", {"site"}, true},
+      {"export", "export OUT.db",
+       "consistent, compacted snapshot of the database, to ship as a\n"
+       "read-only site database (DFGNN_SITE_DB / dfgnnSetDatabase)",
+       {}, false},
+      {"import", "import FILE...", "the same as merge", {}, false},
+      {"merge", "merge FILE...",
+       "pool the runs of other databases into this one (idempotent; each\n"
+       "file all or nothing)",
+       {}, false},
+      {"prune", "prune FILTERS",
+       "delete runs matching all given filters (at least one):\n"
+       "--env CLASS, --older-than DAYS, --library-version V, --template-hash H",
+       {"env", "older-than", "library-version", "template-hash"}, false},
+      {"verify", "verify",
+       "SQLite integrity check, the schema's objects, and validation of\n"
+       "every row as dispatch would use it; exit 1 on problems",
+       {"site"}, true},
+  };
+  return table;
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& c : commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+std::string command_names() {
+  std::string out;
+  for (const Command& c : commands()) out += (out.empty() ? "" : ", ") + std::string(c.name);
+  return out;
+}
+
+// Text indented to start at column `indent` on every line after the first.
+std::string hanging(const std::string& text, size_t indent) {
+  std::string out;
+  for (char ch : text) {
+    out += ch;
+    if (ch == '\n') out += std::string(indent, ' ');
+  }
+  return out;
+}
+
+std::string usage() {
+  std::string out = "Usage: dfgnn-db [--db PATH] [--site PATH]... COMMAND [ARGS]\n"
+                    "       dfgnn-db COMMAND --help   (that command's help)\n\nCommands\n";
+  constexpr size_t kColumn = 25;
+  for (const Command& c : commands()) {
+    std::string line = std::string("  ") + c.synopsis;
+    line += line.size() + 1 < kColumn ? std::string(kColumn - line.size(), ' ') : std::string(" ");
+    out += line + hanging(c.about, kColumn) + "\n";
+  }
+  out += "\nThe database is --db PATH, by default $DFGNN_CACHE_DIR/tuning.db, else\n"
+         "$XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db. list, show, stats and verify\n"
+         "open it read-only; --site PATH (repeatable) reads site databases instead (opened immutable),\n"
+         "together with --db when that is given too.\n"
+         "Exit codes: 0 ok, 1 failure (cannot open, corrupt, verify found problems), 2 bad arguments.\n\nOptions";
+  return out;
+}
+
+// The options every command takes.
+constexpr const char* kCommonOptions[] = {"db", "help", "version", "verbose"};
+
+bool applies(const Command& c, const std::string& option) {
+  for (const char* o : kCommonOptions)
+    if (option == o) return true;
+  for (const char* o : c.options)
+    if (option == o) return true;
+  return false;
+}
+
+// "Usage: dfgnn-db [--db PATH] ... SYNOPSIS", what it does, and only its options.
+void print_command_help(const Command& c, const po::options_description& all_options) {
+  po::options_description mine(fmt::format("Usage: dfgnn-db [--db PATH]{} {}\n\n{}\n\nOptions",
+                                           applies(c, "site") ? " [--site PATH]..." : "", c.synopsis, c.about));
+  for (const auto& option : all_options.options())
+    if (applies(c, option->long_name())) mine.add(option);
+  std::cout << mine << "\n";
+}
 
 // ---------------------------------------------------------------- formatting
+
+// "STATUS: message" for the library's errors (the database's DbError, the runtime's dfgnn::Error),
+// else the message.
+std::string describe(const std::exception& e) {
+  if (const auto* d = dynamic_cast<const DbError*>(&e)) return fmt::format("{}: {}", dfgnnGetStatusString(d->status()), e.what());
+  if (const auto* r = dynamic_cast<const dfgnn::Error*>(&e))
+    return fmt::format("{}: {}", dfgnnGetStatusString(r->status()), e.what());
+  return e.what();
+}
 
 std::string model_text(int32_t m) {
   const char* name = cli::find_model_name(m);
@@ -106,11 +208,13 @@ std::string date_text(int64_t unix_time) {
   return buf;
 }
 
-// Prints rows as left-aligned columns separated by two spaces (the last column unpadded).
-void print_table(const std::vector<std::vector<std::string>>& rows) {
+// Prints rows as left-aligned columns separated by two spaces (the last column unpadded). Cells
+// are escaped before they are measured, so a hostile cell cannot break the alignment either.
+void print_table(std::vector<std::vector<std::string>> rows) {
   std::vector<size_t> width;
-  for (const auto& row : rows)
+  for (auto& row : rows)
     for (size_t c = 0; c < row.size(); ++c) {
+      row[c] = cli::printable(row[c]);
       if (width.size() <= c) width.push_back(0);
       width[c] = std::max(width[c], row[c].size());
     }
@@ -121,7 +225,7 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
       if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
-    fmt::print("{}\n", line);
+    say("{}", line);
   }
 }
 
@@ -166,7 +270,7 @@ int cmd_list(std::vector<Target>& targets, const std::optional<std::string>& env
   size_t total = 0, invalid = 0;
   for (Target& t : targets) {
     const std::vector<ListedResult> rows = t.db->list(env);
-    if (targets.size() > 1) fmt::print("== {} ({})\n", t.db->path().string(), t.label);
+    if (targets.size() > 1) say("== {} ({})", t.db->path().string(), t.label);
     std::vector<std::vector<std::string>> table;
     table.push_back({"ID", "ENV CLASS", "OP", "BUCKET", "WINNER", "MEDIAN MS", "DEFAULT MS", "SPEEDUP", "RUNS", "HOST",
                      "DATE (UTC)", ""});
@@ -189,12 +293,12 @@ int cmd_list(std::vector<Target>& targets, const std::optional<std::string>& env
       if (!l.problem.empty()) ++invalid;
     }
     if (rows.empty()) {
-      fmt::print("no results in {}{}\n", t.db->path().string(), env ? " for environment class " + *env : "");
+      say("no results in {}{}", t.db->path().string(), env ? " for environment class " + *env : "");
     } else {
       print_table(table);
     }
   }
-  fmt::print("{} result(s){}\n", total, invalid ? fmt::format(", {} invalid (never used by dispatch)", invalid) : "");
+  say("{} result(s){}", total, invalid ? fmt::format(", {} invalid (never used by dispatch)", invalid) : "");
   return 0;
 }
 
@@ -214,34 +318,34 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
       if (r.id != id) continue;
       found = true;
       const EnvironmentInfo& e = r.environment;
-      fmt::print("result {} in {} ({})\n", r.id, t.db->path().string(), t.label);
-      fmt::print("  valid            {}\n", l.problem.empty() ? "yes" : "NO: " + l.problem);
-      fmt::print("  environment      {}\n", r.env_class);
-      fmt::print("    gpu            {} (sm_{}, {} SMs), driver {}, nvrtc {}\n", e.gpu_name, e.compute_capability,
+      say("result {} in {} ({})", r.id, t.db->path().string(), t.label);
+      say("  valid            {}", l.problem.empty() ? "yes" : "NO: " + l.problem);
+      say("  environment      {}", r.env_class);
+      say("    gpu            {} (sm_{}, {} SMs), driver {}, nvrtc {}", e.gpu_name, e.compute_capability,
                  e.sm_count, e.driver_version, e.nvrtc_version);
-      fmt::print("  build stamp      library {}, template hash {}\n", r.library_version, r.template_hash);
-      fmt::print("  op               {} (model {}, dtype {}, heads {}, dim {}, pass {}, vector limit {}, edge features {})\n",
+      say("  build stamp      library {}, template hash {}", r.library_version, r.template_hash);
+      say("  op               {} (model {}, dtype {}, heads {}, dim {}, pass {}, vector limit {}, edge features {})",
                  op_text(r.op), model_text(r.op.model), dtype_text(r.op.dtype), r.op.heads, r.op.dim,
                  pass_text(r.op.direction), r.op.variant % dfgnn::kEdgeVariant,
                  r.op.variant >= dfgnn::kEdgeVariant ? "yes" : "no");
       const dfgnn_fingerprint_t& fp = r.fingerprint;
-      fmt::print("  fingerprint      {} (bucket {})\n", r.fingerprint_hash, r.bucket_key.empty() ? "-" : r.bucket_key);
-      fmt::print("    graph          {} nodes, {} edges, mean in-degree {:.2f}, max {}, p50 {} p90 {} p99 {} p99.9 {}, "
-                 "cv {:.3f}, gini {:.3f}\n",
+      say("  fingerprint      {} (bucket {})", r.fingerprint_hash, r.bucket_key.empty() ? "-" : r.bucket_key);
+      say("    graph          {} nodes, {} edges, mean in-degree {:.2f}, max {}, p50 {} p90 {} p99 {} p99.9 {}, "
+                 "cv {:.3f}, gini {:.3f}",
                  fp.num_nodes, fp.num_edges, fp.mean_degree, fp.max_degree, fp.p50, fp.p90, fp.p99, fp.p999, fp.cv,
                  fp.gini);
-      fmt::print("  winner           {} (solver {})\n", r.schedule.empty() ? "(none)" : r.schedule, r.solver_id);
-      fmt::print("    stats          median {} ms, mean {} ms, sd {}, min {} ms, {} samples\n", ms(r.stats.median_ms),
+      say("  winner           {} (solver {})", r.schedule.empty() ? "(none)" : r.schedule, r.solver_id);
+      say("    stats          median {} ms, mean {} ms, sd {}, min {} ms, {} samples", ms(r.stats.median_ms),
                  ms(r.stats.mean_ms), r.stats.variance >= 0 ? fmt::format("{:.4g}", std::sqrt(r.stats.variance)) : "-",
                  ms(r.stats.min_ms), r.stats.count);
-      fmt::print("  default          {}  median {} ms  (winner is {} faster)\n",
+      say("  default          {}  median {} ms  (winner is {} faster)",
                  r.default_schedule.empty() ? "-" : r.default_schedule, ms(r.default_median_ms), speedup(r));
-      fmt::print("  runner-up        {}  median {} ms\n", r.runner_up_schedule.empty() ? "-" : r.runner_up_schedule,
+      say("  runner-up        {}  median {} ms", r.runner_up_schedule.empty() ? "-" : r.runner_up_schedule,
                  ms(r.runner_up_median_ms));
-      fmt::print("  runs             {} pooled; most recent on {} at {} UTC by {}\n", r.runs,
+      say("  runs             {} pooled; most recent on {} at {} UTC by {}", r.runs,
                  r.host.empty() ? "-" : r.host, date_text(r.unix_time), r.tool_version.empty() ? "-" : r.tool_version);
       const std::vector<CandidateStat> cands = t.db->pooled_candidates(r.id);
-      fmt::print("  pooled candidates ({}), best mean first:\n", cands.size());
+      say("  pooled candidates ({}), best mean first:", cands.size());
       std::vector<std::vector<std::string>> table;
       table.push_back({"   ", "SCHEDULE", "SOLVER", "COUNT", "MEAN MS", "SD MS", "MIN MS", "MEDIAN MS", "VS WINNER"});
       const double best = r.stats.mean_ms;
@@ -253,7 +357,7 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
                          std::isfinite(ratio) && ratio > 0 ? fmt::format("{:.3f}x", ratio) : "-"});
       }
       print_table(table);
-      fmt::print("  (* winner, d default; mean and sd pooled over runs, median from the most recent run)\n");
+      say("  (* winner, d default; mean and sd pooled over runs, median from the most recent run)");
     }
   }
   if (!found) {
@@ -269,15 +373,15 @@ int cmd_stats(std::vector<Target>& targets) {
     const DbStats s = t.db->stats();
     std::error_code ec;
     const auto size = fs::file_size(t.db->path(), ec);
-    fmt::print("{} ({}{})\n", s.path, t.label, s.read_only ? ", read-only" : "");
-    fmt::print("  schema version      {}\n", s.schema_version);
-    fmt::print("  file size           {} bytes\n", ec ? std::string("?") : std::to_string(size));
-    fmt::print("  environments        {}\n", s.environments);
-    fmt::print("  fingerprints        {}\n", s.fingerprints);
-    fmt::print("  results             {} ({} without a winner)\n", s.results, s.results_without_winner);
-    fmt::print("  runs                {}\n", s.runs);
-    fmt::print("  candidate stats     {}\n", s.candidate_stats);
-    fmt::print("  modules             {} ({} bytes)\n", s.modules, s.module_bytes);
+    say("{} ({}{})", s.path, t.label, s.read_only ? ", read-only" : "");
+    say("  schema version      {}", s.schema_version);
+    say("  file size           {} bytes", ec ? std::string("?") : std::to_string(size));
+    say("  environments        {}", s.environments);
+    say("  fingerprints        {}", s.fingerprints);
+    say("  results             {} ({} without a winner)", s.results, s.results_without_winner);
+    say("  runs                {}", s.runs);
+    say("  candidate stats     {}", s.candidate_stats);
+    say("  modules             {} ({} bytes)", s.modules, s.module_bytes);
   }
   return 0;
 }
@@ -291,9 +395,9 @@ int cmd_export(const fs::path& user, const std::string& out) {
   db->export_to(out);
   auto copy = TuningDb::open_site(out, db_options());
   const DbStats s = copy->stats();
-  fmt::print("exported {} -> {}: {} result(s), {} run(s), {} module(s), {} bytes\n", user.string(), out, s.results, s.runs,
+  say("exported {} -> {}: {} result(s), {} run(s), {} module(s), {} bytes", user.string(), out, s.results, s.runs,
              s.modules, fs::file_size(out, ec));
-  fmt::print("ship it read-only: DFGNN_SITE_DB={} (or dfgnnSetDatabase(ctx, NULL, \"{}\"))\n", out, out);
+  say("ship it read-only: DFGNN_SITE_DB={} (or dfgnnSetDatabase(ctx, NULL, \"{}\"))", out, out);
   return 0;
 }
 
@@ -308,17 +412,17 @@ int cmd_merge(const fs::path& user, const std::vector<std::string>& files) {
   }
   const bool existed = fs::exists(user, ec);
   auto db = TuningDb::open_user(user, db_options());
-  if (!existed) fmt::print("created {}\n", user.string());
+  if (!existed) say("created {}", user.string());
   int failed = 0;
   for (const std::string& f : files) {
     try {
       const MergeReport r = db->merge_from(f);
-      fmt::print("merged {} -> {}: {} run(s) added, {} already present, {} rejected, {} candidate row(s) rejected, "
-                 "{} result(s) updated, {} module(s) added\n",
-                 f, user.string(), r.runs_added, r.runs_present, r.runs_rejected, r.candidates_rejected,
-                 r.results_updated, r.modules_added);
-    } catch (const dfgnn::Error& e) {
-      fmt::print(stderr, "{}: merge {}: {}: {}\n", kTool, f, dfgnnGetStatusString(e.status()), e.what());
+      say("merged {} -> {}: {} run(s) added, {} already present, {} rejected, {} candidate row(s) rejected, "
+                 "{} result(s) updated, {} module(s) added{}",
+          f, user.string(), r.runs_added, r.runs_present, r.runs_rejected, r.candidates_rejected, r.results_updated,
+          r.modules_added, r.modules_rejected ? fmt::format(", {} malformed module(s) skipped", r.modules_rejected) : "");
+    } catch (const std::exception& e) {  // a merge is all or nothing: say so
+      say_err("{}: merge {}: nothing from it was merged: {}", kTool, f, describe(e));
       ++failed;
     }
   }
@@ -329,7 +433,7 @@ int cmd_prune(const fs::path& user, const PruneFilter& filter) {
   require_file(user);
   auto db = TuningDb::open_user(user, db_options());
   const PruneReport r = db->prune(filter);
-  fmt::print("pruned {}: {} run(s), {} result(s), {} module(s) deleted\n", user.string(), r.runs, r.results, r.modules);
+  say("pruned {}: {} run(s), {} result(s), {} module(s) deleted", user.string(), r.runs, r.results, r.modules);
   return 0;
 }
 
@@ -339,11 +443,11 @@ int cmd_verify(std::vector<Target>& targets) {
     const std::vector<std::string> found = t.db->verify(dfgnn::row_problem);
     const DbStats s = t.db->stats();
     if (found.empty()) {
-      fmt::print("verify {}: OK (integrity, foreign keys, {} result(s), {} run(s), {} candidate stat(s), {} module(s))\n",
+      say("verify {}: OK (integrity, foreign keys, {} result(s), {} run(s), {} candidate stat(s), {} module(s))",
                  t.db->path().string(), s.results, s.runs, s.candidate_stats, s.modules);
     } else {
-      fmt::print("verify {}: {} problem(s):\n", t.db->path().string(), found.size());
-      for (const std::string& p : found) fmt::print("  {}\n", p);
+      say("verify {}: {} problem(s):", t.db->path().string(), found.size());
+      for (const std::string& p : found) say("  {}", p);
     }
     problems += found.size();
   }
@@ -352,8 +456,33 @@ int cmd_verify(std::vector<Target>& targets) {
 
 // ---------------------------------------------------------------- main
 
+// The library's "dfgnn" logger, writing to stderr with the message escaped (its warnings quote
+// rows of the databases being read or merged); level from DFGNN_LOG_LEVEL, else errors only
+// (info with --verbose): the commands report rejected rows themselves.
+void setup_logger(bool verbose) {
+  class EscapedMessage : public spdlog::custom_flag_formatter {
+   public:
+    void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+      const std::string text = cli::printable(std::string_view(msg.payload.data(), msg.payload.size()));
+      dest.append(text.data(), text.data() + text.size());
+    }
+    std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<EscapedMessage>(); }
+  };
+  std::shared_ptr<spdlog::logger> logger = spdlog::get("dfgnn");
+  const char* level = std::getenv("DFGNN_LOG_LEVEL");
+  if (!logger) {
+    logger = spdlog::stderr_color_mt("dfgnn");
+    if (level != nullptr) logger->set_level(spdlog::level::from_str(level));
+  }
+  if (level == nullptr) logger->set_level(verbose ? spdlog::level::info : spdlog::level::err);
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<EscapedMessage>('*').set_pattern("[%n] [%l] %*");
+  logger->set_formatter(std::move(formatter));
+}
+
 int run(int argc, char** argv) {
-  po::options_description visible(kUsage);
+  const std::string usage_text = usage();
+  po::options_description visible(usage_text);
   std::string db_arg, env, library_version, template_hash;
   std::vector<std::string> site_args;
   double older_than_days = 0;
@@ -377,36 +506,34 @@ int run(int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
   });
-  if (cli::print_help_or_version(kTool, vm.count("help") > 0, vm.count("version") > 0, visible)) return 0;
-  // The library logs rejected rows on its "dfgnn" logger; the commands report them themselves.
-  if (std::getenv("DFGNN_LOG_LEVEL") == nullptr && spdlog::get("dfgnn") == nullptr) {
-    auto logger = spdlog::stderr_color_mt("dfgnn");
-    logger->set_level(vm.count("verbose") ? spdlog::level::info : spdlog::level::err);
+  // A command named: its --help is that command's help; an unknown name is an error, help or not.
+  const Command* cmd = words.empty() ? nullptr : find_command(words[0]);
+  if (!words.empty() && cmd == nullptr)
+    throw BadArgs{fmt::format("unknown command '{}': use {} (see --help)", words[0], command_names())};
+  if (cmd != nullptr && vm.count("help")) {
+    print_command_help(*cmd, visible);
+    return 0;
   }
-  if (words.empty()) throw BadArgs{"no command given: list, show, stats, export, import, merge, prune or verify (see --help)"};
-  const std::string command = words[0];
+  if (cli::print_help_or_version(kTool, vm.count("help") > 0, vm.count("version") > 0, visible)) return 0;
+  setup_logger(vm.count("verbose") > 0);
+  if (cmd == nullptr) throw BadArgs{fmt::format("no command given: {} (see --help)", command_names())};
+  const std::string command = cmd->name;
+  const bool reading = cmd->reads;
   const std::vector<std::string> args(words.begin() + 1, words.end());
-  const bool reading = command == "list" || command == "show" || command == "stats" || command == "verify";
-  const bool known = reading || command == "export" || command == "import" || command == "merge" || command == "prune";
-  if (!known)
-    throw BadArgs{fmt::format("unknown command '{}': use list, show, stats, export, import, merge, prune or verify",
-                              command)};
   auto expect_args = [&](size_t n, const char* what) {
     if (args.size() != n)
-      throw BadArgs{fmt::format("{} takes {} (got {} argument(s); see --help)", command, what, args.size())};
+      throw BadArgs{fmt::format("{} takes {} (got {} argument(s); see dfgnn-db {} --help)", command, what, args.size(),
+                                command)};
   };
-  auto only_for = [&](const char* option, std::initializer_list<const char*> commands) {
-    if (!vm.count(option)) return;
-    for (const char* c : commands)
-      if (command == c) return;
-    throw BadArgs{fmt::format("--{} does not apply to {}", option, command)};
-  };
-  only_for("env", {"list", "prune"});
-  only_for("older-than", {"prune"});
-  only_for("library-version", {"prune"});
-  only_for("template-hash", {"prune"});
-  if (!site_args.empty() && !reading)
-    throw BadArgs{fmt::format("--site is for list, show, stats and verify (site databases are read-only), not {}", command)};
+  for (const auto& option : visible.options()) {
+    const std::string& name = option->long_name();
+    if (vm.count(name) && !applies(*cmd, name)) {
+      if (name == "site")
+        throw BadArgs{fmt::format("--site is for list, show, stats and verify (site databases are read-only), not {}",
+                                  command)};
+      throw BadArgs{fmt::format("--{} does not apply to {} (see dfgnn-db {} --help)", name, command, command)};
+    }
+  }
   if (vm.count("db") && db_arg.empty()) throw BadArgs{"--db needs a file name"};
   if (vm.count("env") && env.empty()) throw BadArgs{"--env needs an environment class"};
 
@@ -478,10 +605,17 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   return cli::run_main(kTool, [&] {
+    // Messages may quote database text: printed escaped, like everything else.
     try {
       return run(argc, argv);
-    } catch (const dfgnn::Error& e) {  // the library's errors name their status
-      fmt::print(stderr, "{}: {}: {}\n", kTool, dfgnnGetStatusString(e.status()), e.what());
+    } catch (const BadArgs& e) {
+      say_err("{}: {}", kTool, e.message);
+      return cli::kExitBadArgs;
+    } catch (const Failure& e) {
+      say_err("{}: {}", kTool, e.message);
+      return kExitFailure;
+    } catch (const std::exception& e) {  // the library's errors name their status
+      say_err("{}: {}", kTool, describe(e));
       return kExitFailure;
     }
   });

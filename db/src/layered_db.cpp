@@ -1,7 +1,6 @@
 // User database over read-only site databases.
 #include "tuning_db.hpp"
 
-#include "error.hpp"
 #include "sqlite_util.hpp"
 
 #include <spdlog/spdlog.h>
@@ -149,12 +148,12 @@ std::vector<CandidateStat> LayeredDb::pooled_candidates(const TuningResult& row)
 }
 
 std::optional<TuningResult> LayeredDb::put_result(const TuningRun& run) {
-  if (!user_) throw Error(DFGNN_STATUS_DATABASE_ERROR, no_user_reason_);
+  if (!user_) throw DbError(ErrorKind::Other, no_user_reason_);
   return user_->put_result(run);
 }
 
 void LayeredDb::put_module(const ModuleRecord& module) {
-  if (!user_) throw Error(DFGNN_STATUS_DATABASE_ERROR, no_user_reason_);
+  if (!user_) throw DbError(ErrorKind::Other, no_user_reason_);
   user_->put_module(module);
 }
 

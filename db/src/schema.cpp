@@ -1,6 +1,8 @@
 #include "schema.hpp"
 
-#include "error.hpp"
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace dfgnn::db::detail {
 
@@ -124,11 +126,14 @@ int64_t count_tables(Connection& conn) {
 void check_version(Connection& conn, int version, int supported) {
   const int app = read_application_id(conn);
   if (app != 0 && app != kApplicationId)
-    throw_db(conn.path(), fmt::format("not a dfgnn tuning database (SQLite application id {:#x})", app));
+    throw_db(conn.path(), fmt::format("not a dfgnn tuning database (SQLite application id {:#x})", app),
+             ErrorKind::Foreign);
   if (version > supported)
-    throw_db(conn.path(), fmt::format("schema version {} is newer than this dfgnn supports ({})", version, supported));
+    throw_db(conn.path(), fmt::format("schema version {} is newer than this dfgnn supports ({})", version, supported),
+             ErrorKind::NewerSchema);
   if (version == 0 && count_tables(conn) > 0)
-    throw_db(conn.path(), "not a dfgnn tuning database (it has tables but no dfgnn schema version)");
+    throw_db(conn.path(), "not a dfgnn tuning database (it has tables but no dfgnn schema version)",
+             ErrorKind::Foreign);
 }
 
 int migrate(Connection& conn, const std::vector<Migration>& steps, int write_attempts) {
@@ -144,10 +149,12 @@ int migrate(Connection& conn, const std::vector<Migration>& steps, int write_att
         throw_db(conn.path(), fmt::format("no migration from schema version {}", reached));
       try {
         step.apply(conn);
-      } catch (const Error& e) {
-        throw Error(DFGNN_STATUS_DATABASE_ERROR,
-                    fmt::format("tuning database {}: migration \"{}\" (version {} -> {}) failed: {}", conn.path(),
-                                step.description, step.from, step.from + 1, e.what()));
+      } catch (const std::exception& e) {
+        const auto* db_error = dynamic_cast<const DbError*>(&e);
+        throw DbError(db_error != nullptr ? db_error->kind() : ErrorKind::Other,
+                      fmt::format("tuning database {}: migration \"{}\" (version {} -> {}) failed: {}", conn.path(),
+                                  step.description, step.from, step.from + 1, e.what()),
+                      db_error != nullptr ? db_error->sqlite_code() : 0);
       }
       reached = step.from + 1;
     }
@@ -166,6 +173,58 @@ void check_tables(Connection& conn) {
     q.bind(1, table);
     if (!q.step()) throw_db(conn.path(), fmt::format("table \"{}\" is missing (damaged or foreign file)", table));
   }
+}
+
+namespace {
+
+// (type, name) -> (table, sql) of every object in sqlite_master.
+using SchemaObjects = std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>>;
+
+SchemaObjects read_objects(Connection& conn) {
+  SchemaObjects out;
+  Query q(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master");
+  while (q.step()) out[{q.text(0), q.text(1)}] = {q.text(2), q.text(3)};
+  return out;
+}
+
+// The objects the steps create in an empty database (computed once per list of steps).
+const SchemaObjects& expected_objects(const std::vector<Migration>& steps) {
+  static std::mutex mutex;
+  using Key = std::vector<std::tuple<int, std::string, void (*)(Connection&)>>;
+  static std::map<Key, SchemaObjects> cache;
+  Key key;
+  for (const Migration& m : steps) key.emplace_back(m.from, m.description, m.apply);
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  sqlite3* handle = nullptr;
+  if (sqlite3_open_v2(":memory:", &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    sqlite3_close_v2(handle);
+    throw_db(":memory:", "cannot open an in-memory database to build the expected schema");
+  }
+  Connection mem(handle, "(expected schema)");
+  migrate(mem, steps, 1);
+  return cache.emplace(std::move(key), read_objects(mem)).first->second;
+}
+
+}  // namespace
+
+std::vector<std::string> schema_differences(Connection& conn, const std::vector<Migration>& steps) {
+  const SchemaObjects& expected = expected_objects(steps);
+  const SchemaObjects found = read_objects(conn);
+  std::vector<std::string> out;
+  for (const auto& [key, value] : found) {
+    const auto& [type, name] = key;
+    auto it = expected.find(key);
+    if (it == expected.end())
+      out.push_back(fmt::format("unknown {} \"{}\" on table \"{}\": dfgnn does not create it (injected or foreign)",
+                                type, name, value.first));
+    else if (it->second != value)
+      out.push_back(fmt::format("{} \"{}\" differs from dfgnn's definition", type, name));
+  }
+  for (const auto& [key, value] : expected)
+    if (found.count(key) == 0) out.push_back(fmt::format("{} \"{}\" is missing", key.first, key.second));
+  return out;
 }
 
 }  // namespace dfgnn::db::detail

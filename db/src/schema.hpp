@@ -8,6 +8,7 @@
 
 #include "sqlite_util.hpp"
 
+#include <string>
 #include <vector>
 
 namespace dfgnn::db::detail {
@@ -40,5 +41,9 @@ void check_version(Connection& conn, int version, int supported);
 int migrate(Connection& conn, const std::vector<Migration>& steps, int write_attempts);
 // Throws DATABASE_ERROR if a table of the current schema is missing.
 void check_tables(Connection& conn);
+// How the file's schema objects (tables, indexes, triggers, views) differ from those the steps
+// create in an empty file, compared by type, name, table and SQL text: an unknown object (an
+// injected trigger), a missing one or a changed definition. Empty when they match.
+std::vector<std::string> schema_differences(Connection& conn, const std::vector<Migration>& steps);
 
 }  // namespace dfgnn::db::detail

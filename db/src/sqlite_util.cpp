@@ -1,26 +1,38 @@
 #include "sqlite_util.hpp"
 
-#include "error.hpp"
-
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <thread>
 
+namespace dfgnn::db {
+
+const char* error_kind_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Other: return "error";
+    case ErrorKind::InvalidArgument: return "invalid argument";
+    case ErrorKind::Busy: return "locked by another connection";
+    case ErrorKind::DiskFull: return "the disk is full";
+    case ErrorKind::ReadOnly: return "read-only (the filesystem or the file does not allow writing)";
+    case ErrorKind::Corrupt: return "the file is damaged";
+    case ErrorKind::NotADatabase: return "not an SQLite database";
+    case ErrorKind::Foreign: return "not a dfgnn tuning database";
+    case ErrorKind::NewerSchema: return "schema newer than this build";
+    case ErrorKind::Schema: return "schema differs from dfgnn's";
+    case ErrorKind::Io: return "I/O error";
+  }
+  return "error";
+}
+
+}  // namespace dfgnn::db
+
 namespace dfgnn::db::detail {
-
-namespace {
-
-// Busy inside a transaction body: rethrown as this so write_transaction can retry.
-struct BusyError : Error {
-  using Error::Error;
-};
-
-}  // namespace
 
 spdlog::logger* db_logger() {
   static std::shared_ptr<spdlog::logger> instance = []() -> std::shared_ptr<spdlog::logger> {
@@ -37,6 +49,24 @@ spdlog::logger* db_logger() {
   return instance.get();
 }
 
+ErrorKind classify(int rc, int system_errno) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return ErrorKind::Busy;
+    case SQLITE_FULL: return ErrorKind::DiskFull;
+    case SQLITE_READONLY: return ErrorKind::ReadOnly;
+    case SQLITE_CORRUPT: return ErrorKind::Corrupt;
+    case SQLITE_NOTADB: return ErrorKind::NotADatabase;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      // The errno behind it tells a full or read-only disk from other I/O failures.
+      if (system_errno == ENOSPC || system_errno == EDQUOT) return ErrorKind::DiskFull;
+      if (system_errno == EROFS || system_errno == EACCES || system_errno == EPERM) return ErrorKind::ReadOnly;
+      return ErrorKind::Io;
+  }
+  return ErrorKind::Other;
+}
+
 void throw_sqlite(sqlite3* db, int rc, const std::string& path, std::string_view what) {
   const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   // sqlite3_errmsg may describe an older error when rc came from elsewhere; add errstr if differs.
@@ -44,13 +74,91 @@ void throw_sqlite(sqlite3* db, int rc, const std::string& path, std::string_view
   const char* generic = sqlite3_errstr(rc);
   if (generic != nullptr && text.find(generic) == std::string::npos && text != generic)
     text += fmt::format(" [{}]", generic);
-  std::string full = fmt::format("tuning database {}: {}: {} (SQLite code {})", path, what, text, rc);
-  if (is_busy(rc)) throw BusyError(DFGNN_STATUS_DATABASE_ERROR, full);
-  throw Error(DFGNN_STATUS_DATABASE_ERROR, full);
+  const int sys = db != nullptr ? sqlite3_system_errno(db) : 0;
+  const ErrorKind kind = classify(rc, sys);
+  std::string cause = kind == ErrorKind::Other ? std::string() : std::string(": ") + error_kind_name(kind);
+  if (sys != 0 && ((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_FULL))
+    cause += fmt::format(" (system error: {})", std::strerror(sys));
+  throw DbError(kind, fmt::format("tuning database {}: {}: {} (SQLite code {}{})", path, what, text, rc, cause), rc);
 }
 
-void throw_db(const std::string& path, std::string_view what) {
-  throw Error(DFGNN_STATUS_DATABASE_ERROR, fmt::format("tuning database {}: {}", path, what));
+void throw_db(const std::string& path, std::string_view what, ErrorKind kind) {
+  throw DbError(kind, fmt::format("tuning database {}: {}", path, what));
+}
+
+std::string unprintable(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return fmt::format("control character {:#04x} at byte {}", c, i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, no overlong
+    // 2-byte form; U+0080..U+009F (C2 80..C2 9F) are the C1 controls.
+    const size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (n == 0 || i + n > text.size()) return fmt::format("malformed UTF-8 at byte {}", i);
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return fmt::format("malformed UTF-8 at byte {}", i);
+    if (c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0)
+      return fmt::format("C1 control character U+{:04X} at byte {}", static_cast<unsigned char>(text[i + 1]), i);
+    i += n;
+  }
+  return {};
+}
+
+void RowReader::note(const char* name, std::string why) {
+  if (problem_.empty()) problem_ = fmt::format("column {}: {}", name, why);
+}
+
+namespace {
+const char* storage_class(int type) {
+  switch (type) {
+    case SQLITE_INTEGER: return "an INTEGER";
+    case SQLITE_FLOAT: return "a REAL";
+    case SQLITE_TEXT: return "a TEXT";
+    case SQLITE_BLOB: return "a BLOB";
+  }
+  return "NULL";
+}
+}  // namespace
+
+int64_t RowReader::integer(int col, const char* name) {
+  const int type = q_.column_type(col);
+  if (type == SQLITE_INTEGER) return q_.i64(col);
+  if (type != SQLITE_NULL) note(name, fmt::format("holds {} value, not an integer", storage_class(type)));
+  return 0;
+}
+
+int32_t RowReader::int32(int col, const char* name) {
+  const int64_t v = integer(col, name);
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+    note(name, fmt::format("{} does not fit 32 bits", v));
+    return 0;
+  }
+  return static_cast<int32_t>(v);
+}
+
+double RowReader::real(int col, const char* name) {
+  const int type = q_.column_type(col);
+  if (type == SQLITE_FLOAT || type == SQLITE_INTEGER) return q_.f64(col);
+  if (type != SQLITE_NULL) note(name, fmt::format("holds {} value, not a number", storage_class(type)));
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string RowReader::text(int col, const char* name) {
+  const int type = q_.column_type(col);
+  if (type == SQLITE_NULL) return {};
+  if (type != SQLITE_TEXT) {
+    note(name, fmt::format("holds {} value, not text", storage_class(type)));
+    return {};
+  }
+  std::string value = q_.text(col);
+  if (std::string why = unprintable(value); !why.empty()) {
+    note(name, why);
+    return {};
+  }
+  return value;
 }
 
 Connection::Connection(sqlite3* handle, std::string display_path) : db_(handle), path_(std::move(display_path)) {}
@@ -165,9 +273,10 @@ void write_transaction(Connection& conn, int attempts, const std::function<void(
       body();
       conn.exec("COMMIT");
       return;
-    } catch (const BusyError&) {
-      conn.try_exec("ROLLBACK");
-      if (attempt >= attempts) throw;
+    } catch (const DbError& e) {
+      // A busy statement inside the body: roll back and run the whole transaction again.
+      if (!sqlite3_get_autocommit(conn.get())) conn.try_exec("ROLLBACK");
+      if (e.kind() != ErrorKind::Busy || attempt >= attempts) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
     } catch (...) {
       if (!sqlite3_get_autocommit(conn.get())) conn.try_exec("ROLLBACK");

@@ -3,6 +3,8 @@
 // transactions (BEGIN IMMEDIATE with retry on SQLITE_BUSY). Internal to db/.
 #pragma once
 
+#include "db_error.hpp"
+
 #include <spdlog/logger.h>
 #include <sqlite3.h>
 
@@ -20,9 +22,19 @@ namespace dfgnn::db::detail {
 // spdlog refuses to make one.
 spdlog::logger* db_logger();
 
-// Throws dfgnn::Error(DATABASE_ERROR): "tuning database PATH: WHAT: SQLITE MESSAGE (code)".
+// The kind of failure an SQLite result code (and the system errno behind an I/O error) means.
+ErrorKind classify(int rc, int system_errno);
+
+// Throws DbError: "tuning database PATH: WHAT: SQLITE MESSAGE (SQLite code N: KIND[, system
+// error])", its kind from classify().
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& path, std::string_view what);
-[[noreturn]] void throw_db(const std::string& path, std::string_view what);
+// Throws DbError(kind): "tuning database PATH: WHAT".
+[[noreturn]] void throw_db(const std::string& path, std::string_view what, ErrorKind kind = ErrorKind::Other);
+
+// Where text read from (or written to) a database holds something a terminal or a log would
+// interpret: "" if it is clean UTF-8 without control characters, else what was found (C0 and C1
+// controls, DEL, which covers ESC sequences and newlines, or malformed UTF-8).
+std::string unprintable(std::string_view text);
 
 // True for the result codes that mean "another connection holds the lock".
 inline bool is_busy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED; }
@@ -87,6 +99,26 @@ class Query {
  private:
   Connection& conn_;
   sqlite3_stmt* stmt_;
+};
+
+// Reads the columns of one row checking each value's storage class against the column's meaning:
+// a TEXT where a number belongs ('fast' in median_ms), a REAL in an INTEGER column, a BLOB in a text
+// column, or text with control characters (see unprintable()). The first such value becomes the
+// row's problem() and reads as NULL would (0, NaN, ""). NULL itself is not a problem here.
+class RowReader {
+ public:
+  explicit RowReader(const Query& q) : q_(q) {}
+  int64_t integer(int col, const char* name);
+  int32_t int32(int col, const char* name);  // an integer that must fit 32 bits
+  double real(int col, const char* name);
+  std::string text(int col, const char* name);
+  bool is_null(int col) const { return q_.is_null(col); }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  void note(const char* name, std::string why);
+  const Query& q_;
+  std::string problem_;
 };
 
 // Runs body inside BEGIN IMMEDIATE ... COMMIT, rolling back on any exception. When the write lock

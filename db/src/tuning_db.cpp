@@ -1,6 +1,6 @@
 #include "tuning_db.hpp"
 
-#include "error.hpp"
+#include "db_error.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 
@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -24,11 +26,14 @@
 #include <set>
 #include <thread>
 
+#include <signal.h>
+
 namespace dfgnn::db {
 
 namespace fs = std::filesystem;
 using detail::Connection;
 using detail::Query;
+using detail::RowReader;
 using detail::throw_db;
 
 namespace {
@@ -88,6 +93,31 @@ std::string new_run_id() {
 
 bool finite_nonneg(double x) { return std::isfinite(x) && x >= 0.0; }
 
+// Plausible measurements: nothing a GPU launches takes under a nanosecond, no tuned pass a day;
+// a per-candidate sample count beyond 1e9 is not a measurement either (and keeps pooled sums of
+// counts far from overflow).
+constexpr double kMinTimeMs = 1e-6, kMaxTimeMs = 8.64e7;
+constexpr int64_t kMaxCount = 1'000'000'000;
+
+// "" or why a mean / median / minimum (ms) and spread (M2 or variance) cannot be a measurement.
+std::string check_times(double mean, double median, double min, double spread, const char* spread_name) {
+  const std::pair<const char*, double> times[] = {{"mean", mean}, {"median", median}, {"min", min}};
+  for (const auto& [name, value] : times)
+    if (!(value >= kMinTimeMs && value <= kMaxTimeMs))
+      return fmt::format("{} {} ms is not a plausible time (finite, {} to {} ms)", name, value, kMinTimeMs, kMaxTimeMs);
+  if (!finite_nonneg(spread)) return fmt::format("{} {} is not finite and non-negative", spread_name, spread);
+  constexpr double kRounding = 1 + 1e-9;  // pooling rounds the mean
+  if (min > mean * kRounding || min > median * kRounding)
+    return fmt::format("min {} ms exceeds the mean {} ms or the median {} ms", min, mean, median);
+  return {};
+}
+
+// "" or why text given to be stored is unfit (see detail::unprintable), naming the field.
+std::string check_text(const char* field, const std::string& text) {
+  if (std::string why = detail::unprintable(text); !why.empty()) return fmt::format("{}: {}", field, why);
+  return {};
+}
+
 std::string op_text(const OpKey& op) {
   return fmt::format("model={} dtype={} heads={} dim={} direction={} variant={}", op.model, op.dtype, op.heads, op.dim,
                      op.direction, op.variant);
@@ -130,26 +160,33 @@ std::string call_validator(const RowValidator& validator, const TuningResult& r)
   }
 }
 
+// The winner's statistics of a result row (pooled over runs).
 std::string check_stats(const ScheduleStats& s) {
   if (s.count < 1) return fmt::format("statistics: count {} < 1", s.count);
-  if (!finite_nonneg(s.mean_ms) || !finite_nonneg(s.median_ms) || !finite_nonneg(s.min_ms) ||
-      !finite_nonneg(s.variance))
-    return fmt::format("statistics not finite and non-negative (mean {}, median {}, min {}, variance {})", s.mean_ms,
-                       s.median_ms, s.min_ms, s.variance);
+  if (std::string why = check_times(s.mean_ms, s.median_ms, s.min_ms, s.variance, "variance"); !why.empty())
+    return "statistics: " + why;
   return {};
 }
 
+// One candidate's statistics of one run: what put_result accepts, merge imports, pooling uses
+// and verify expects of every candidate row.
 std::string check_candidate(const CandidateStat& c) {
   if (c.schedule.empty()) return "empty schedule text";
-  if (c.count < 1) return fmt::format("candidate {}: count {} < 1", c.schedule, c.count);
-  if (!finite_nonneg(c.mean_ms) || !finite_nonneg(c.m2) || !finite_nonneg(c.min_ms) || !finite_nonneg(c.median_ms))
-    return fmt::format("candidate {}: statistics not finite and non-negative (mean {}, m2 {}, min {}, median {})",
-                       c.schedule, c.mean_ms, c.m2, c.min_ms, c.median_ms);
+  if (std::string why = check_text("schedule", c.schedule); !why.empty()) return "candidate " + why;
+  if (c.solver_id < 1) return fmt::format("candidate {}: solver id {} is not a solver id (>= 1)", c.schedule, c.solver_id);
+  if (c.count < 1 || c.count > kMaxCount)
+    return fmt::format("candidate {}: count {} is not a sample count (1 to {})", c.schedule, c.count, kMaxCount);
+  if (std::string why = check_times(c.mean_ms, c.median_ms, c.min_ms, c.m2, "m2"); !why.empty())
+    return fmt::format("candidate {}: {}", c.schedule, why);
   return {};
 }
 
 std::string check_environment(const EnvironmentInfo& e) {
   if (e.gpu_name.empty()) return "environment: empty gpu_name";
+  for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"gpu_name", e.gpu_name},
+                                    {"library_version", e.library_version},
+                                    {"template_hash", e.template_hash}})
+    if (std::string why = check_text(field, text); !why.empty()) return "environment: " + why;
   if (e.compute_capability <= 0 || e.sm_count <= 0)
     return fmt::format("environment: compute capability {} / SM count {} not positive", e.compute_capability,
                        e.sm_count);
@@ -220,8 +257,27 @@ const std::vector<detail::Migration>& steps_of(const TuningDb::Options& options)
   return options.migrations != nullptr ? *options.migrations : detail::builtin_migrations();
 }
 
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+// Refuses a file whose schema objects differ from dfgnn's (an injected trigger would run on our
+// writes, and a snapshot would carry it on): `doing` says what was refused.
+void require_expected_schema(Connection& conn, const std::vector<detail::Migration>& steps, const char* doing) {
+  const std::vector<std::string> diffs = detail::schema_differences(conn, steps);
+  if (!diffs.empty())
+    throw_db(conn.path(),
+             fmt::format("{} refused: its schema differs from dfgnn's ({}); the file was left untouched (dfgnn-db "
+                         "verify lists every problem)",
+                         doing, joined(diffs)),
+             ErrorKind::Schema);
+}
+
 // Reads the schema version and refuses foreign or newer files, from one consistent snapshot (another
-// process may be creating the schema at this moment). An unreadable file is reported as such.
+// process may be creating the schema at this moment). A failure says which kind it is: a full or
+// read-only disk is not a damaged file.
 int read_checked_version(Connection& conn, int supported) {
   int version = 0;
   try {
@@ -229,10 +285,17 @@ int read_checked_version(Connection& conn, int supported) {
       version = detail::read_user_version(conn);
       detail::check_version(conn, version, supported);
     });
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find("newer than") != std::string::npos || what.find("not a dfgnn") != std::string::npos) throw;
-    throw Error(DFGNN_STATUS_DATABASE_ERROR, what + " (unreadable database; the file was left untouched)");
+  } catch (const DbError& e) {
+    switch (e.kind()) {
+      case ErrorKind::Foreign:
+      case ErrorKind::NewerSchema: throw;
+      case ErrorKind::Corrupt:
+      case ErrorKind::NotADatabase:
+      case ErrorKind::Other:
+        throw DbError(e.kind(), std::string(e.what()) + " (unreadable database; the file was left untouched)",
+                      e.sqlite_code());
+      default: throw DbError(e.kind(), std::string(e.what()) + " (the file was left untouched)", e.sqlite_code());
+    }
   }
   return version;
 }
@@ -284,55 +347,59 @@ void set_wal(Connection& conn, int busy_timeout_ms) {
   "LEFT JOIN environments e ON e.id = r.environment_id "
 
 // The six OpKey columns (model, dtype, heads, dim, direction, variant) starting at column `first`.
-OpKey read_op_key(const Query& q, int first) {
-  auto col = [&](int k) { return static_cast<int32_t>(q.i64(first + k)); };
-  return OpKey{col(0), col(1), col(2), col(3), col(4), col(5)};
+OpKey read_op_key(RowReader& in, int first) {
+  return OpKey{in.int32(first, "model"),     in.int32(first + 1, "dtype"),     in.int32(first + 2, "heads"),
+               in.int32(first + 3, "dim"),   in.int32(first + 4, "direction"), in.int32(first + 5, "variant")};
 }
 
 // Decodes the current row of a DFGNN_RESULT_SELECT query and checks it; returns "" or the reason
-// it must not be used.
+// it must not be used. Dispatch (find_exact, candidates_for) and verify both judge a result row
+// here, so no row that verify rejects is ever used.
 std::string decode_result(const Query& q, const std::string& source, const RowValidator& validator,
                           TuningResult& r) {
   r = TuningResult{};
-  r.id = q.i64(0);
-  r.env_class = q.text(1);
-  r.template_hash = q.text(2);
-  r.library_version = q.text(3);
-  r.op = read_op_key(q, 4);
-  r.fingerprint_hash = q.text(10);
-  r.bucket_key = q.text(11);
+  RowReader in(q);
+  r.id = in.integer(0, "results.id");
+  r.env_class = in.text(1, "results.env_class");
+  r.template_hash = in.text(2, "results.template_hash");
+  r.library_version = in.text(3, "results.library_version");
+  r.op = read_op_key(in, 4);
+  r.fingerprint_hash = in.text(10, "fingerprints.hash");
+  r.bucket_key = in.text(11, "fingerprints.bucket_key");
   const bool has_fp = !q.is_null(12);
-  const std::string fp_text = q.text(12);
-  r.solver_id = static_cast<int32_t>(q.i64(13));
+  const std::string fp_text = in.text(12, "fingerprints.text");
+  r.solver_id = in.int32(13, "results.solver_id");
   const bool has_schedule = !q.is_null(14);
-  r.schedule = q.text(14);
-  r.stats.count = q.i64(15);
-  r.stats.median_ms = q.f64(16);
-  r.stats.mean_ms = q.f64(17);
-  r.stats.variance = q.f64(18);
-  r.stats.min_ms = q.f64(19);
-  r.default_schedule = q.text(20);
-  r.default_median_ms = q.f64(21);
-  r.runner_up_schedule = q.text(22);
-  r.runner_up_median_ms = q.f64(23);
-  r.runs = q.i64(24);
-  r.host = q.text(25);
-  r.unix_time = q.i64(26);
-  r.tool_version = q.text(27);
-  r.environment_id = q.i64(28);
+  r.schedule = in.text(14, "results.schedule");
+  r.stats.count = in.integer(15, "results.count");
+  r.stats.median_ms = in.real(16, "results.median_ms");
+  r.stats.mean_ms = in.real(17, "results.mean_ms");
+  r.stats.variance = in.real(18, "results.variance");
+  r.stats.min_ms = in.real(19, "results.min_ms");
+  r.default_schedule = in.text(20, "results.default_schedule");
+  r.default_median_ms = in.real(21, "results.default_median_ms");
+  r.runner_up_schedule = in.text(22, "results.runner_up_schedule");
+  r.runner_up_median_ms = in.real(23, "results.runner_up_median_ms");
+  r.runs = in.integer(24, "results.runs");
+  r.host = in.text(25, "results.host");
+  r.unix_time = in.integer(26, "results.unix_time");
+  r.tool_version = in.text(27, "results.tool_version");
+  r.environment_id = in.integer(28, "results.environment_id");
   const bool has_env = !q.is_null(37);
-  const std::string env_row_class = q.text(29);
-  r.environment.gpu_name = q.text(30);
-  r.environment.compute_capability = static_cast<int32_t>(q.i64(31));
-  r.environment.sm_count = static_cast<int32_t>(q.i64(32));
-  r.environment.driver_version = static_cast<int32_t>(q.i64(33));
-  r.environment.nvrtc_version = static_cast<int32_t>(q.i64(34));
-  r.environment.library_version = q.text(35);
-  r.environment.template_hash = q.text(36);
+  const std::string env_row_class = in.text(29, "environments.env_class");
+  r.environment.gpu_name = in.text(30, "environments.gpu_name");
+  r.environment.compute_capability = in.int32(31, "environments.compute_capability");
+  r.environment.sm_count = in.int32(32, "environments.sm_count");
+  r.environment.driver_version = in.int32(33, "environments.driver_version");
+  r.environment.nvrtc_version = in.int32(34, "environments.nvrtc_version");
+  r.environment.library_version = in.text(35, "environments.library_version");
+  r.environment.template_hash = in.text(36, "environments.template_hash");
   r.source = source;
 
+  // The key (with its parsed fingerprint) first: a write recomputes a broken row from its runs.
   if (!has_fp) return "fingerprint row is missing";
   if (std::string why = check_fingerprint(fp_text, r.fingerprint_hash, r.fingerprint); !why.empty()) return why;
+  if (!in.problem().empty()) return in.problem();
   if (!has_schedule || r.schedule.empty()) return "no eligible candidate (no winner)";
   if (!has_env) return "environment row is missing";
   const std::string computed = environment_class(r.environment);
@@ -343,6 +410,7 @@ std::string decode_result(const Query& q, const std::string& source, const RowVa
     return "build stamp of the row and of its environment differ";
   if (r.op.heads < 1 || r.op.dim < 1) return fmt::format("op key out of range ({})", op_text(r.op));
   if (r.runs < 1) return "no measurement runs";
+  if (r.solver_id < 1) return fmt::format("solver id {} is not a solver id (>= 1)", r.solver_id);
   if (std::string why = check_stats(r.stats); !why.empty()) return why;
   if (std::string why = call_validator(validator, r); !why.empty()) return "rejected by validator: " + why;
   return {};
@@ -362,6 +430,19 @@ bool matches_current(const TuningResult& r, const std::string& current_class, co
 }
 
 // ------------------------------------------------------------------ pooling and the winner
+
+// The candidate_stats columns schedule, solver_id, count, mean_ms, m2, min_ms, median_ms from `first`.
+CandidateStat read_candidate(RowReader& in, int first) {
+  CandidateStat c;
+  c.schedule = in.text(first, "candidate_stats.schedule");
+  c.solver_id = in.int32(first + 1, "candidate_stats.solver_id");
+  c.count = in.integer(first + 2, "candidate_stats.count");
+  c.mean_ms = in.real(first + 3, "candidate_stats.mean_ms");
+  c.m2 = in.real(first + 4, "candidate_stats.m2");
+  c.min_ms = in.real(first + 5, "candidate_stats.min_ms");
+  c.median_ms = in.real(first + 6, "candidate_stats.median_ms");
+  return c;
+}
 
 struct Pooled {
   CandidateStat stat;
@@ -390,17 +471,11 @@ std::vector<Pooled> pool_candidates(Connection& conn, int64_t result_id) {
           "ORDER BY cs.schedule, r.uuid");
   q.bind(1, result_id);
   while (q.step()) {
-    CandidateStat c;
-    c.schedule = q.text(0);
-    c.solver_id = static_cast<int32_t>(q.i64(1));
-    c.count = q.i64(2);
-    c.mean_ms = q.f64(3);
-    c.m2 = q.f64(4);
-    c.min_ms = q.f64(5);
-    c.median_ms = q.f64(6);
-    const std::string uuid = q.text(7);
-    const int64_t time = q.i64(8);
-    if (!check_candidate(c).empty()) continue;
+    RowReader in(q);
+    const CandidateStat c = read_candidate(in, 0);
+    const std::string uuid = in.text(7, "runs.uuid");
+    const int64_t time = in.integer(8, "runs.unix_time");
+    if (!in.problem().empty() || !check_candidate(c).empty()) continue;
     if (out.empty() || out.back().stat.schedule != c.schedule) {
       Pooled p;
       p.stat = c;
@@ -634,7 +709,7 @@ int64_t insert_run(Connection& conn, int64_t result_id, int64_t environment_id, 
   Query sel(conn, "SELECT result_id FROM runs WHERE uuid = ?1");
   sel.bind(1, uuid);
   if (sel.step() && sel.i64(0) != result_id)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("tuning database {}: run id {} is already used for a different problem", conn.path(), uuid));
   return 0;
 }
@@ -686,17 +761,23 @@ std::string decode_lowered(const std::string& text, ModuleRecord& m) {
 
 std::string decode_module(const Query& q, ModuleRecord& m) {
   m = ModuleRecord{};
-  m.key = q.text(0);
+  RowReader in(q);
+  m.key = in.text(0, "modules.key");
   if (q.column_type(1) != SQLITE_BLOB) return "image is not a blob";
   m.image = q.blob(1);
-  m.arch = static_cast<int32_t>(q.i64(3));
-  m.nvrtc_version = static_cast<int32_t>(q.i64(4));
-  m.template_hash = q.text(5);
-  m.created = q.i64(6);
+  const std::string lowered = in.text(2, "modules.lowered_names");
+  m.arch = in.int32(3, "modules.arch");
+  m.nvrtc_version = in.int32(4, "modules.nvrtc_version");
+  m.template_hash = in.text(5, "modules.template_hash");
+  m.created = in.integer(6, "modules.created");
+  if (!in.problem().empty()) return in.problem();
   if (m.key.empty()) return "empty key";
   if (m.image.empty()) return "empty image";
-  if (std::string why = decode_lowered(q.text(2), m); !why.empty()) return why;
+  if (std::string why = decode_lowered(lowered, m); !why.empty()) return why;
   if (m.names.empty()) return "no kernel names";
+  for (size_t i = 0; i < m.names.size(); ++i)  // JSON escapes could have hidden control characters
+    if (std::string why = detail::unprintable(m.names[i] + m.lowered[i]); !why.empty())
+      return "lowered names: " + why;
   return {};
 }
 
@@ -720,11 +801,11 @@ std::string environment_class(const EnvironmentInfo& env) {
 std::string fingerprint_text(const dfgnn_fingerprint_t& fp) {
   size_t length = 0;
   if (dfgnnFingerprintSerialize(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
   std::string text(length + 1, '\0');
   if (dfgnnFingerprintSerialize(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
   text.resize(length);
   return text;
@@ -738,10 +819,10 @@ std::string fingerprint_hash(const dfgnn_fingerprint_t& fp) {
 std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp) {
   size_t length = 0;
   if (dfgnnFingerprintBucketKey(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
   std::string text(length + 1, '\0');
   if (dfgnnFingerprintBucketKey(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
   text.resize(length);
   return text;
 }
@@ -797,6 +878,10 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
   const auto& steps = steps_of(db->options_);
   const int supported = detail::target_version(steps);
   int version = read_checked_version(conn, supported);  // before anything is written
+  if (version == supported) {
+    detail::check_tables(conn);
+    require_expected_schema(conn, steps, "opening for writing");
+  }
   set_wal(conn, db->options_.busy_timeout_ms);
   conn.exec("PRAGMA synchronous = NORMAL");
   conn.exec("PRAGMA foreign_keys = ON");
@@ -804,8 +889,9 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
     const int from = version;
     version = detail::migrate(conn, steps, db->options_.write_attempts);
     if (from != 0 && version != from) log_info("tuning database {}: migrated schema {} -> {}", p, from, version);
+    detail::check_tables(conn);
+    require_expected_schema(conn, steps, "opening for writing");
   }
-  detail::check_tables(conn);
   db->schema_version_ = version;
   return db;
 }
@@ -863,10 +949,9 @@ std::unique_ptr<TuningDb> TuningDb::open_read_only(const fs::path& path, Options
       db->schema_version_ = version;
       return db;
     }
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find("newer than") != std::string::npos || what.find("not a dfgnn") != std::string::npos) throw;
-    log_debug("tuning database {}: read-only open with locking failed ({}); trying immutable", p, what);
+  } catch (const DbError& e) {
+    if (e.kind() == ErrorKind::Foreign || e.kind() == ErrorKind::NewerSchema) throw;
+    log_debug("tuning database {}: read-only open with locking failed ({}); trying immutable", p, e.what());
   }
   return open_site(path, std::move(options));
 }
@@ -876,7 +961,7 @@ std::optional<TuningResult> TuningDb::put_result(const TuningRun& run_in) {
   Impl::require_writable(*this);
   TuningRun run = run_in;
   auto invalid = [&](const std::string& why) {
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("tuning database {}: put_result: {}", path_.string(), why));
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("tuning database {}: put_result: {}", path_.string(), why));
   };
   if (std::string why = check_environment(run.environment); !why.empty()) invalid(why);
   if (run.op.heads < 1 || run.op.dim < 1) invalid("op key out of range: " + op_text(run.op));
@@ -898,6 +983,11 @@ std::optional<TuningResult> TuningDb::put_result(const TuningRun& run_in) {
   if (run.unix_time == 0) run.unix_time = now_unix();
   if (run.tool_version.empty()) run.tool_version = run.environment.library_version;
   if (run.run_id.empty()) run.run_id = new_run_id();
+  for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"host", run.host},
+                                    {"tool_version", run.tool_version},
+                                    {"run_id", run.run_id},
+                                    {"default_schedule", run.default_schedule}})
+    if (std::string why = check_text(field, text); !why.empty()) invalid(why);
 
   Connection& conn = *conn_;
   int64_t result_id = 0;
@@ -1001,7 +1091,7 @@ void TuningDb::put_module(const ModuleRecord& module) {
   Impl::require_writable(*this);
   if (module.key.empty() || module.image.empty() || module.names.empty() ||
       module.names.size() != module.lowered.size())
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT,
+    throw DbError(ErrorKind::InvalidArgument,
                 fmt::format("tuning database {}: put_module: empty key, image or names, or names ({}) and lowered "
                             "names ({}) differ in length",
                             path_.string(), module.names.size(), module.lowered.size()));
@@ -1040,7 +1130,7 @@ struct SourceRun {
   std::string env_row_class, result_class, result_template, result_library;
   OpKey op;
   std::string fp_hash, fp_bucket, fp_text;
-  std::vector<CandidateStat> candidates;
+  std::vector<std::pair<CandidateStat, std::string>> candidates;  // with the row's type problem, if any
   std::string problem;  // "" if consistent
 };
 
@@ -1059,24 +1149,31 @@ std::vector<SourceRun> read_source_runs(Connection& src, const std::string& afte
             "LEFT JOIN fingerprints f ON f.id = r.fingerprint_id WHERE ru.uuid > ?1 ORDER BY ru.uuid LIMIT ?2");
     q.bind(1, after).bind(2, static_cast<int64_t>(limit));
     while (q.step()) {
+      RowReader in(q);
       SourceRun s;
-      s.uuid = q.text(1);
-      s.default_schedule = q.text(2);
-      s.host = q.text(3);
-      s.unix_time = q.i64(4);
-      s.tool_version = q.text(5);
-      s.env = EnvironmentInfo{q.text(6),           static_cast<int32_t>(q.i64(7)), static_cast<int32_t>(q.i64(8)),
-                              static_cast<int32_t>(q.i64(9)), static_cast<int32_t>(q.i64(10)), q.text(11),
-                              q.text(12)};
-      s.env_row_class = q.text(13);
-      s.result_class = q.text(14);
-      s.result_template = q.text(15);
-      s.result_library = q.text(16);
-      s.op = read_op_key(q, 17);
-      s.fp_hash = q.text(23);
-      s.fp_bucket = q.text(24);
-      s.fp_text = q.text(25);
+      s.uuid = q.text(1);  // the paging key, as stored; checked below
+      s.default_schedule = in.text(2, "runs.default_schedule");
+      s.host = in.text(3, "runs.host");
+      s.unix_time = in.integer(4, "runs.unix_time");
+      s.tool_version = in.text(5, "runs.tool_version");
+      s.env = EnvironmentInfo{in.text(6, "environments.gpu_name"),
+                              in.int32(7, "environments.compute_capability"),
+                              in.int32(8, "environments.sm_count"),
+                              in.int32(9, "environments.driver_version"),
+                              in.int32(10, "environments.nvrtc_version"),
+                              in.text(11, "environments.library_version"),
+                              in.text(12, "environments.template_hash")};
+      s.env_row_class = in.text(13, "environments.env_class");
+      s.result_class = in.text(14, "results.env_class");
+      s.result_template = in.text(15, "results.template_hash");
+      s.result_library = in.text(16, "results.library_version");
+      s.op = read_op_key(in, 17);
+      s.fp_hash = in.text(23, "fingerprints.hash");
+      s.fp_bucket = in.text(24, "fingerprints.bucket_key");
+      s.fp_text = in.text(25, "fingerprints.text");
+      in.text(1, "runs.uuid");
       if (q.is_null(26) || q.is_null(27) || q.is_null(28)) s.problem = "dangling environment, result or fingerprint";
+      if (s.problem.empty()) s.problem = in.problem();
       by_row[q.i64(0)] = out.size();
       out.push_back(std::move(s));
     }
@@ -1090,15 +1187,9 @@ std::vector<SourceRun> read_source_runs(Connection& src, const std::string& afte
   while (c.step()) {
     auto it = by_row.find(c.i64(0));
     if (it == by_row.end()) continue;
-    CandidateStat s;
-    s.schedule = c.text(1);
-    s.solver_id = static_cast<int32_t>(c.i64(2));
-    s.count = c.i64(3);
-    s.mean_ms = c.f64(4);
-    s.m2 = c.f64(5);
-    s.min_ms = c.f64(6);
-    s.median_ms = c.f64(7);
-    out[it->second].candidates.push_back(std::move(s));
+    RowReader in(c);
+    CandidateStat stat = read_candidate(in, 1);
+    out[it->second].candidates.emplace_back(std::move(stat), in.problem());
   }
   return out;
 }
@@ -1119,6 +1210,9 @@ std::string check_source_run(const SourceRun& s, dfgnn_fingerprint_t& fp) {
 
 }  // namespace
 
+// All or nothing: the source is read from one snapshot and everything is written in one
+// transaction, so a failure midway (a full disk, a damaged page of the source) commits nothing and
+// the error the caller gets is the whole truth.
 MergeReport TuningDb::merge_from(const fs::path& other) {
   Impl::require_writable(*this);
   Options source_options;
@@ -1129,135 +1223,180 @@ MergeReport TuningDb::merge_from(const fs::path& other) {
   Connection& conn = *conn_;
   Connection& sconn = *src->conn_;
   const std::string spath = other.string();
-  constexpr int kChunk = 128;
-  std::string after;
-  for (;;) {
-    std::vector<SourceRun> chunk;
-    detail::read_transaction(sconn, [&] { chunk = read_source_runs(sconn, after, kChunk); });
-    if (chunk.empty()) break;
-    after = chunk.back().uuid;
-    MergeReport part;
+  constexpr int kChunk = 128;  // source runs held in memory at a time
+  detail::read_transaction(sconn, [&] {
     detail::write_transaction(conn, options_.write_attempts, [&] {
-      part = MergeReport{};
+      report = MergeReport{};  // a retried transaction starts over
       std::set<int64_t> touched;
-      for (const SourceRun& s : chunk) {
-        dfgnn_fingerprint_t fp{};
-        if (std::string why = check_source_run(s, fp); !why.empty()) {
-          log_warn("merging {}: run {} skipped: {}", spath, s.uuid, why);
-          ++part.runs_rejected;
-          continue;
-        }
-        {
-          Query q(conn, "SELECT 1 FROM runs WHERE uuid = ?1");
-          q.bind(1, s.uuid);
-          if (q.step()) {
-            ++part.runs_present;
+      std::string after;
+      for (;;) {
+        const std::vector<SourceRun> chunk = read_source_runs(sconn, after, kChunk);
+        if (chunk.empty()) break;
+        after = chunk.back().uuid;
+        for (const SourceRun& s : chunk) {
+          dfgnn_fingerprint_t fp{};
+          if (std::string why = check_source_run(s, fp); !why.empty()) {
+            log_warn("merging {}: run {} skipped: {}", spath, s.uuid, why);
+            ++report.runs_rejected;
             continue;
           }
-        }
-        // Candidate checks, including this database's validator.
-        TuningResult view;
-        view.env_class = s.result_class;
-        view.template_hash = s.result_template;
-        view.library_version = s.result_library;
-        view.op = s.op;
-        view.fingerprint = fp;
-        view.fingerprint_hash = s.fp_hash;
-        view.bucket_key = s.fp_bucket;
-        view.environment = s.env;
-        view.host = s.host;
-        view.unix_time = s.unix_time;
-        view.tool_version = s.tool_version;
-        view.runs = 1;
-        view.source = spath;
-        std::vector<const CandidateStat*> keep;
-        for (const CandidateStat& c : s.candidates) {
-          std::string why = check_candidate(c);
-          if (why.empty()) {
-            view.solver_id = c.solver_id;
-            view.schedule = c.schedule;
-            view.stats = to_stats(c);
-            why = call_validator(options_.validator, view);
+          {
+            Query q(conn, "SELECT 1 FROM runs WHERE uuid = ?1");
+            q.bind(1, s.uuid);
+            if (q.step()) {
+              ++report.runs_present;
+              continue;
+            }
           }
-          if (!why.empty()) {
-            log_warn("merging {}: run {} candidate {} dropped: {}", spath, s.uuid, c.schedule, why);
-            ++part.candidates_rejected;
+          // Candidate checks, including this database's validator.
+          TuningResult view;
+          view.env_class = s.result_class;
+          view.template_hash = s.result_template;
+          view.library_version = s.result_library;
+          view.op = s.op;
+          view.fingerprint = fp;
+          view.fingerprint_hash = s.fp_hash;
+          view.bucket_key = s.fp_bucket;
+          view.environment = s.env;
+          view.host = s.host;
+          view.unix_time = s.unix_time;
+          view.tool_version = s.tool_version;
+          view.runs = 1;
+          view.source = spath;
+          std::vector<const CandidateStat*> keep;
+          for (const auto& [c, stored_problem] : s.candidates) {
+            std::string why = stored_problem.empty() ? check_candidate(c) : stored_problem;
+            if (why.empty()) {
+              view.solver_id = c.solver_id;
+              view.schedule = c.schedule;
+              view.stats = to_stats(c);
+              why = call_validator(options_.validator, view);
+            }
+            if (!why.empty()) {
+              log_warn("merging {}: run {} candidate {} dropped: {}", spath, s.uuid, c.schedule, why);
+              ++report.candidates_rejected;
+              continue;
+            }
+            keep.push_back(&c);
+          }
+          if (keep.empty()) {
+            log_warn("merging {}: run {} skipped: no usable candidate", spath, s.uuid);
+            ++report.runs_rejected;
             continue;
           }
-          keep.push_back(&c);
+          const int64_t env_id = upsert_environment(conn, s.env);
+          const int64_t fp_id = upsert_fingerprint(conn, s.fp_hash, s.fp_bucket, s.fp_text);
+          const int64_t result_id =
+              upsert_result(conn, ProblemKey{s.result_class, s.result_template, s.result_library, s.op, fp_id});
+          const int64_t run_row =
+              insert_run(conn, result_id, env_id, s.uuid, s.default_schedule, s.host, s.unix_time, s.tool_version);
+          if (run_row == 0) {
+            ++report.runs_present;
+            continue;
+          }
+          for (const CandidateStat* c : keep) insert_candidate(conn, run_row, *c);
+          ++report.runs_added;
+          touched.insert(result_id);
         }
-        if (keep.empty()) {
-          log_warn("merging {}: run {} skipped: no usable candidate", spath, s.uuid);
-          ++part.runs_rejected;
-          continue;
-        }
-        const int64_t env_id = upsert_environment(conn, s.env);
-        const int64_t fp_id = upsert_fingerprint(conn, s.fp_hash, s.fp_bucket, s.fp_text);
-        const int64_t result_id =
-            upsert_result(conn, ProblemKey{s.result_class, s.result_template, s.result_library, s.op, fp_id});
-        const int64_t run_row =
-            insert_run(conn, result_id, env_id, s.uuid, s.default_schedule, s.host, s.unix_time, s.tool_version);
-        if (run_row == 0) {
-          ++part.runs_present;
-          continue;
-        }
-        for (const CandidateStat* c : keep) insert_candidate(conn, run_row, *c);
-        ++part.runs_added;
-        touched.insert(result_id);
       }
       for (int64_t id : touched) store_winner(conn, id, compute_winner(conn, id, options_.validator, options_.policy));
-      part.results_updated = static_cast<int64_t>(touched.size());
-    });
-    // Counted once the chunk committed (a retried chunk starts over).
-    report.runs_added += part.runs_added;
-    report.runs_present += part.runs_present;
-    report.runs_rejected += part.runs_rejected;
-    report.candidates_rejected += part.candidates_rejected;
-    report.results_updated += part.results_updated;
-  }
-  // Modules, a few at a time (they can be large).
-  std::string after_key;
-  for (;;) {
-    std::vector<ModuleRecord> modules;
-    int rows = 0;
-    detail::read_transaction(sconn, [&] {
-      Query q(sconn, DFGNN_MODULE_SELECT "WHERE key > ?1 ORDER BY key LIMIT 16");
-      q.bind(1, after_key);
-      while (q.step()) {
-        ++rows;
-        after_key = q.text(0);
-        ModuleRecord m;
-        if (const std::string why = decode_module(q, m); !why.empty()) {
-          log_warn("merging {}: module {} skipped: {}", spath, after_key, why);
-          continue;
+      report.results_updated = static_cast<int64_t>(touched.size());
+      // Modules, a few at a time (they can be large).
+      std::string after_key;
+      for (;;) {
+        int rows = 0;
+        Query q(sconn, DFGNN_MODULE_SELECT "WHERE key > ?1 ORDER BY key LIMIT 16");
+        q.bind(1, after_key);
+        std::vector<ModuleRecord> modules;
+        while (q.step()) {
+          ++rows;
+          after_key = q.text(0);
+          ModuleRecord m;
+          if (const std::string why = decode_module(q, m); !why.empty()) {
+            log_warn("merging {}: module {} skipped: {}", spath, after_key, why);
+            ++report.modules_rejected;
+            continue;
+          }
+          modules.push_back(std::move(m));
         }
-        modules.push_back(std::move(m));
+        if (rows == 0) break;
+        for (const ModuleRecord& m : modules) insert_module(conn, m, report.modules_added);
       }
     });
-    if (rows == 0) break;
-    int64_t added = 0;
-    detail::write_transaction(conn, options_.write_attempts, [&] {
-      added = 0;
-      for (const ModuleRecord& m : modules) insert_module(conn, m, added);
-    });
-    report.modules_added += added;
-  }
+  });
   return report;
 }
 
 // ------------------------------------------------------------------ export, prune, verify, list
 
+namespace {
+
+// The host part of snapshot temp names: the host name, with anything but letters, digits, '.'
+// and '_' replaced, so the name stays one plain path component.
+std::string temp_host() {
+  std::string h = host_name();
+  for (char& c : h)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '_';
+  return h;
+}
+
+// Removes the leftovers of killed exports to target: files named as export_temp_path() names them
+// (plus SQLite's -journal / -wal / -shm of such a file) for this host and a process id that no
+// longer runs. A live writer's file, another host's (its pid means nothing here) and any other
+// name are left alone.
+void remove_stale_temps(const fs::path& target) {
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp-" + temp_host() + "-";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = name.substr(prefix.size());  // PID-TAG[-journal|-wal|-shm]
+    for (const char* suffix : {"-journal", "-wal", "-shm"}) {
+      const std::string s = suffix;
+      if (rest.size() > s.size() && rest.compare(rest.size() - s.size(), s.size(), s) == 0) {
+        rest.resize(rest.size() - s.size());
+        break;
+      }
+    }
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || dash > 9 || dash + 1 == rest.size()) continue;
+    const std::string pid_text = rest.substr(0, dash), tag = rest.substr(dash + 1);
+    auto all = [](const std::string& text, int (*test)(int)) {
+      return std::all_of(text.begin(), text.end(), [&](char c) { return test(static_cast<unsigned char>(c)) != 0; });
+    };
+    if (!all(pid_text, ::isdigit) || !all(tag, ::isxdigit)) continue;
+    const long pid = std::stol(pid_text);
+    if (pid <= 1) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code rm;
+    if (fs::remove(it->path(), rm))
+      log_info("tuning database export {}: removed {}, left by process {} that no longer runs", target.string(),
+               it->path().string(), pid);
+  }
+}
+
+}  // namespace
+
+fs::path export_temp_path(const fs::path& target, int64_t pid, const std::string& tag) {
+  fs::path tmp = target;
+  tmp += fmt::format(".tmp-{}-{}-{}", temp_host(), pid, tag);
+  return tmp;
+}
+
 void TuningDb::export_to(const fs::path& target) {
   std::lock_guard lock(mutex_);
   const std::string t = target.string();
-  if (t.empty()) throw Error(DFGNN_STATUS_INVALID_ARGUMENT, "export_to: empty path");
+  if (t.empty()) throw DbError(ErrorKind::InvalidArgument, "export_to: empty path");
   std::error_code ec;
   if (fs::equivalent(target, path_, ec))
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, fmt::format("export_to: {} is this database itself", t));
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("export_to: {} is this database itself", t));
+  // A snapshot made by VACUUM INTO would carry injected triggers or views to every site.
+  require_expected_schema(*conn_, steps_of(options_), "export");
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
   if (ec) throw_db(t, fmt::format("cannot create directory: {}", ec.message()));
-  fs::path tmp = target;
-  tmp += ".tmp-" + new_run_id().substr(0, 12);
+  remove_stale_temps(target);
+  const fs::path tmp = export_temp_path(target, getpid(), new_run_id().substr(0, 12));
   try {
     {
       Query q(*conn_, "VACUUM INTO ?1");
@@ -1282,7 +1421,7 @@ PruneReport TuningDb::prune(const PruneFilter& f) {
   std::lock_guard lock(mutex_);
   Impl::require_writable(*this);
   if (!f.env_class && !f.older_than && !f.library_version && !f.template_hash)
-    throw Error(DFGNN_STATUS_INVALID_ARGUMENT, "prune: give at least one filter");
+    throw DbError(ErrorKind::InvalidArgument, "prune: give at least one filter");
   PruneReport report;
   Connection& conn = *conn_;
   detail::write_transaction(conn, options_.write_attempts, [&] {
@@ -1343,49 +1482,57 @@ std::vector<std::string> TuningDb::verify(const RowValidator& validator_in) {
         problems.push_back(fmt::format("foreign key: row {} of {} refers to a missing row of {}", q.i64(1), q.text(0),
                                        q.text(2)));
     }
+    for (const std::string& d : detail::schema_differences(conn, steps_of(options_))) problems.push_back("schema: " + d);
     detail::read_transaction(conn, [&] {
       {
-        Query q(conn, "SELECT id, hash, text FROM fingerprints ORDER BY id");
+        Query q(conn, "SELECT id, hash, bucket_key, text FROM fingerprints ORDER BY id");
         while (q.step()) {
+          RowReader in(q);
+          const std::string hash = in.text(1, "fingerprints.hash"), text = in.text(3, "fingerprints.text");
+          in.text(2, "fingerprints.bucket_key");
           dfgnn_fingerprint_t fp;
-          if (std::string why = check_fingerprint(q.text(2), q.text(1), fp); !why.empty())
-            problems.push_back(fmt::format("fingerprint {}: {}", q.i64(0), why));
+          std::string why = in.problem();
+          if (why.empty()) why = check_fingerprint(text, hash, fp);
+          if (!why.empty()) problems.push_back(fmt::format("fingerprint {}: {}", q.i64(0), why));
         }
       }
       {
         Query q(conn,
-                "SELECT id, env_class, gpu_name, compute_capability, sm_count, library_version, template_hash "
-                "FROM environments ORDER BY id");
+                "SELECT id, env_class, gpu_name, compute_capability, sm_count, driver_version, nvrtc_version, "
+                "library_version, template_hash FROM environments ORDER BY id");
         while (q.step()) {
-          EnvironmentInfo e{q.text(2), static_cast<int32_t>(q.i64(3)), static_cast<int32_t>(q.i64(4)), 0, 0,
-                            q.text(5), q.text(6)};
-          if (environment_class(e) != q.text(1))
-            problems.push_back(fmt::format("environment {}: class \"{}\" does not match its fields (\"{}\")",
-                                           q.i64(0), q.text(1), environment_class(e)));
+          RowReader in(q);
+          const std::string cls = in.text(1, "environments.env_class");
+          EnvironmentInfo e{in.text(2, "environments.gpu_name"),       in.int32(3, "environments.compute_capability"),
+                            in.int32(4, "environments.sm_count"),      in.int32(5, "environments.driver_version"),
+                            in.int32(6, "environments.nvrtc_version"), in.text(7, "environments.library_version"),
+                            in.text(8, "environments.template_hash")};
+          std::string why = in.problem();
+          if (why.empty()) why = check_environment(e);
+          if (why.empty() && environment_class(e) != cls)
+            why = fmt::format("class \"{}\" does not match its fields (\"{}\")", cls, environment_class(e));
+          if (!why.empty()) problems.push_back(fmt::format("environment {}: {}", q.i64(0), why));
         }
       }
       {
         Query q(conn,
                 "SELECT ru.uuid, ru.result_id, e.env_class, r.env_class, e.template_hash, r.template_hash, "
                 "e.library_version, r.library_version, (SELECT count(*) FROM candidate_stats cs WHERE "
-                "cs.run_id = ru.id) FROM runs ru LEFT JOIN results r ON r.id = ru.result_id LEFT JOIN "
-                "environments e ON e.id = ru.environment_id ORDER BY ru.uuid");
+                "cs.run_id = ru.id), ru.default_schedule, ru.host, ru.unix_time, ru.tool_version FROM runs ru "
+                "LEFT JOIN results r ON r.id = ru.result_id LEFT JOIN environments e ON e.id = ru.environment_id "
+                "ORDER BY ru.uuid");
         while (q.step()) {
+          RowReader in(q);
+          const std::string uuid = in.text(0, "runs.uuid");
+          in.text(9, "runs.default_schedule");
+          in.text(10, "runs.host");
+          in.integer(11, "runs.unix_time");
+          in.text(12, "runs.tool_version");
+          const std::string name = uuid.empty() ? fmt::format("of result {}", q.i64(1)) : uuid;
+          if (!in.problem().empty()) problems.push_back(fmt::format("run {}: {}", name, in.problem()));
           if (q.text(2) != q.text(3) || q.text(4) != q.text(5) || q.text(6) != q.text(7))
-            problems.push_back(fmt::format("run {}: its environment ({} {} {}) does not match result {} ({} {} {})",
-                                           q.text(0), q.text(2), q.text(4), q.text(6), q.i64(1), q.text(3), q.text(5),
-                                           q.text(7)));
-          if (q.i64(8) == 0) problems.push_back(fmt::format("run {}: no candidate statistics", q.text(0)));
-        }
-      }
-      {
-        Query q(conn,
-                "SELECT r.uuid, cs.schedule, cs.solver_id, cs.count, cs.mean_ms, cs.m2, cs.min_ms, cs.median_ms "
-                "FROM candidate_stats cs JOIN runs r ON r.id = cs.run_id ORDER BY r.uuid, cs.schedule");
-        while (q.step()) {
-          CandidateStat c{q.text(1), static_cast<int32_t>(q.i64(2)), q.i64(3), q.f64(4), q.f64(5), q.f64(6), q.f64(7)};
-          if (std::string why = check_candidate(c); !why.empty())
-            problems.push_back(fmt::format("run {}: {}", q.text(0), why));
+            problems.push_back(fmt::format("run {}: its environment does not match result {}", name, q.i64(1)));
+          if (q.i64(8) == 0) problems.push_back(fmt::format("run {}: no candidate statistics", name));
         }
       }
       std::vector<int64_t> ids;
@@ -1397,6 +1544,31 @@ std::vector<std::string> TuningDb::verify(const RowValidator& validator_in) {
           ids.push_back(r.id);
           if (!why.empty() && !(q.is_null(14) && r.runs > 0))
             problems.push_back(fmt::format("result {} {}: {}", r.id, describe(r), why));
+        }
+      }
+      for (int64_t id : ids) {
+        // Every candidate row, as a write would judge it before pooling it (checks and validator).
+        TuningResult view;
+        const bool have_view = result_key_view(conn, id, view).empty();
+        Query c(conn,
+                "SELECT ru.uuid, cs.schedule, cs.solver_id, cs.count, cs.mean_ms, cs.m2, cs.min_ms, cs.median_ms "
+                "FROM candidate_stats cs JOIN runs ru ON ru.id = cs.run_id WHERE ru.result_id = ?1 "
+                "ORDER BY ru.uuid, cs.schedule");
+        c.bind(1, id);
+        while (c.step()) {
+          RowReader in(c);
+          const CandidateStat cs = read_candidate(in, 1);
+          std::string why;  // "candidate SCHEDULE: ..."
+          if (!in.problem().empty()) {
+            why = fmt::format("candidate {}: {}", cs.schedule, in.problem());
+          } else if (why = check_candidate(cs); why.empty() && validator && have_view) {
+            view.solver_id = cs.solver_id;
+            view.schedule = cs.schedule;
+            view.stats = to_stats(cs);
+            if (std::string v = call_validator(validator, view); !v.empty())
+              why = fmt::format("candidate {}: rejected by validator: {}", cs.schedule, v);
+          }
+          if (!why.empty()) problems.push_back(fmt::format("run {} of result {}: {}", c.text(0), id, why));
         }
       }
       for (int64_t id : ids) {
@@ -1418,7 +1590,7 @@ std::vector<std::string> TuningDb::verify(const RowValidator& validator_in) {
         while (q.step()) {
           ModuleRecord m;
           if (std::string why = decode_module(q, m); !why.empty())
-            problems.push_back(fmt::format("module {}: {}", q.text(0), why));
+            problems.push_back(fmt::format("module {}: {}", m.key.empty() ? "(key unreadable)" : m.key, why));
         }
       }
     });

@@ -36,9 +36,10 @@
 // stamp, fingerprint text and hash, statistics, then the caller's RowValidator). An invalid row is
 // a miss, logged on the "dfgnn" spdlog logger; it never throws and is never returned.
 //
-// Errors: TuningDb methods throw dfgnn::Error (runtime/src/error.hpp, a std::runtime_error with a
-// status()) with DFGNN_STATUS_DATABASE_ERROR when the file is unusable (the message names the path
-// and SQLite's error), or DFGNN_STATUS_INVALID_ARGUMENT for a malformed argument. LayeredDb's read
+// Errors: TuningDb methods throw DbError (db_error.hpp: a std::runtime_error with a kind(): disk
+// full, read-only, damaged, not a database, foreign, newer schema, schema differs, busy...) whose
+// status() is DFGNN_STATUS_DATABASE_ERROR when the file is unusable (the message names the path,
+// SQLite's error and the kind), or DFGNN_STATUS_INVALID_ARGUMENT for a malformed argument. LayeredDb's read
 // methods never throw: a failing layer is logged and skipped.
 //
 // Thread safety: a TuningDb / LayeredDb object may be used from several threads (calls are
@@ -47,6 +48,8 @@
 #pragma once
 
 #include <dfgnn/dfgnn.h>
+
+#include "db_error.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -101,7 +104,7 @@ struct OpKey {
 // Stable identity of a fingerprint: XXH64 (hex, 16 digits) of its dfgnnFingerprintSerialize text.
 std::string fingerprint_hash(const dfgnn_fingerprint_t& fp);
 // Its text form (dfgnnFingerprintSerialize) and coarse bucket key (dfgnnFingerprintBucketKey).
-// Throw dfgnn::Error (INVALID_ARGUMENT) if the fingerprint cannot be serialised.
+// Throw DbError (InvalidArgument) if the fingerprint cannot be serialised.
 std::string fingerprint_text(const dfgnn_fingerprint_t& fp);
 std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp);
 
@@ -122,6 +125,10 @@ struct CandidateStat {
   // Sample variance M2 / (count - 1); 0 for fewer than two samples.
   double variance() const { return count > 1 ? m2 / static_cast<double>(count - 1) : 0.0; }
 };
+
+// The temporary file an export to target by process pid writes before renaming it into place:
+// "TARGET.tmp-HOST-PID-TAG" (HOST: this host's name, TAG: random hex digits).
+std::filesystem::path export_temp_path(const std::filesystem::path& target, int64_t pid, const std::string& tag);
 
 // Convenience for the tuner: the statistics of a list of samples (ms).
 CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const std::vector<double>& samples_ms);
@@ -239,6 +246,7 @@ struct MergeReport {
   int64_t candidates_rejected = 0;  // candidate rows dropped by checks or the validator
   int64_t results_updated = 0;
   int64_t modules_added = 0;
+  int64_t modules_rejected = 0;  // malformed module rows in the source: skipped, logged
 };
 
 struct DbStats {
@@ -330,11 +338,15 @@ class TuningDb {
   // Imports every run and module of the database file at path that is not here yet, then
   // recomputes the touched results. Idempotent and order-independent. Provenance is kept (run
   // ids, hosts, times, environments). Rows failing validation (including this database's
-  // validator, per candidate) are skipped and counted. Works in short transactions; a merge that
-  // stops midway can simply be repeated.
+  // validator, per candidate) are skipped and counted. All or nothing: one snapshot of the source,
+  // one write transaction here, so on any error (a full disk, a damaged source) nothing was
+  // merged, and repeating the merge later is always safe.
   MergeReport merge_from(const std::filesystem::path& path);
   // Writes a consistent, compacted snapshot to path (VACUUM INTO a temporary file in the same
-  // directory, switched to rollback journal so it opens immutable, then renamed over path).
+  // directory, export_temp_path(), switched to rollback journal so it opens immutable, then renamed
+  // over path). First removes the temporary files of earlier exports to path that were killed
+  // (this host's, whose process no longer runs). Refuses (kind Schema) a database whose schema
+  // objects differ from dfgnn's, so an injected trigger or view never reaches a site.
   void export_to(const std::filesystem::path& path);
   // Deletes matching runs, then results left without runs (and unused fingerprints and
   // environments), recomputes the rest. Throws INVALID_ARGUMENT for an empty filter.

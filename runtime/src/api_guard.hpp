@@ -1,6 +1,7 @@
 // The one place where exceptions become status codes. Every C entry point body runs inside guard().
 #pragma once
 
+#include "db_error.hpp"
 #include "error.hpp"
 
 #include <mutex>
@@ -19,6 +20,9 @@ dfgnn_status_t guard(F&& body) noexcept {
     body();
     return DFGNN_STATUS_SUCCESS;
   } catch (const Error& e) {
+    set_last_error(e.what());
+    return e.status();
+  } catch (const db::DbError& e) {  // the tuning database's own error type
     set_last_error(e.what());
     return e.status();
   } catch (const std::bad_alloc&) {

@@ -7,8 +7,12 @@
 #include "schedule.hpp"
 #include "tuning_db.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sched.h>
+#include <sqlite3.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -423,5 +427,161 @@ TEST(Cli, GraphReportsFileErrorsInOneLine) {
   EXPECT_TRUE(contains(r.output, "file ends after 1 edge lines, the header declares 2147483647")) << r.output;
 }
 #endif  // DFGNN_GRAPH_EXE
+
+// ------------------------------------------------------------------ dfgnn-db: hostile text, help, full disk
+
+namespace {
+
+void raw_sql(const std::string& path, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &h), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+  const std::string message = err != nullptr ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(h);
+  ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << message;
+}
+
+int64_t raw_count(const std::string& path, const std::string& sql) {
+  sqlite3* h = nullptr;
+  sqlite3_open_v2(path.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* s = nullptr;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    v = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return v;
+}
+
+bool has_control_bytes(const std::string& text) {
+  for (unsigned char c : text)
+    if ((c < 0x20 && c != '\n') || c == 0x7f) return true;
+  return false;
+}
+
+}  // namespace
+
+// Terminal injection: text from a database never reaches the terminal raw.
+TEST(Cli, DbNeverPrintsControlCharactersFromADatabase) {
+  TempDir dir;
+  const std::string path = dir / "user.db";
+  put(path, 1, kValid, kOther);
+  const std::string evil = "'node' || char(27) || '[2J' || char(27) || '[31m' || char(10) || '1  Test GPU|sm_90|132  forged'";
+  raw_sql(path, "UPDATE results SET host = " + evil);
+  raw_sql(path, "UPDATE runs SET host = " + evil);
+  raw_sql(path, "CREATE TRIGGER \"t" "\x1b" "[2J" "\n" "forged\" AFTER INSERT ON runs BEGIN SELECT 1; END");
+  for (const char* command : {"list", "show 1", "verify"}) {
+    const Result r = db("--db " + quote(path) + " " + command);
+    EXPECT_FALSE(has_control_bytes(r.output)) << command << ":\n" << r.output;
+    EXPECT_FALSE(contains(r.output, "\nforged")) << command << ":\n" << r.output;  // no forged line
+  }
+  Result r = db("--db " + quote(path) + " list");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "INVALID: column results.host: control character 0x1b")) << r.output;
+  r = db("--db " + quote(path) + " verify");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "run")) << r.output;
+  EXPECT_TRUE(contains(r.output, "runs.host: control character 0x1b")) << r.output;
+  EXPECT_TRUE(contains(r.output, "unknown trigger \"t\\e[2J\\nforged\"")) << r.output;  // shown escaped
+  // Writing into it, or shipping it, is refused with a one-line reason.
+  const std::string other = dir / "other.db";
+  put(other, 2, kValid, kOther);
+  r = db("--db " + quote(path) + " merge " + quote(other));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "schema differs from dfgnn's")) << r.output;
+  EXPECT_EQ(count_of(r.output, "\n"), 1) << r.output;
+  r = db("--db " + quote(path) + " export " + quote(dir / "site.db"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "export refused")) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "site.db"));
+}
+
+TEST(Cli, DbSubcommandHelpAndUnknownCommands) {
+  Result r = db("list --help");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "Usage: dfgnn-db [--db PATH] [--site PATH]... list [--env CLASS]")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--env")) << r.output;
+  EXPECT_FALSE(contains(r.output, "prune FILTERS")) << r.output;
+  EXPECT_FALSE(contains(r.output, "--older-than")) << r.output;
+  r = db("merge --help");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "Usage: dfgnn-db [--db PATH] merge FILE...")) << r.output;
+  EXPECT_TRUE(contains(r.output, "all or nothing")) << r.output;
+  EXPECT_FALSE(contains(r.output, "--env")) << r.output;
+  EXPECT_FALSE(contains(r.output, "--site")) << r.output;
+  r = db("--help prune");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "--older-than")) << r.output;
+  for (const char* args : {"frobnicate --help", "--help frobnicate", "frobnicate", "-h lst"}) {
+    r = db(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(count_of(r.output, "\n"), 1) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "dfgnn-db: unknown command '")) << args << "\n" << r.output;
+  }
+  r = db("--help");  // the global help lists every command
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* c : {"list [--env CLASS]", "show ID", "stats", "export OUT.db", "merge FILE...", "prune FILTERS", "verify"})
+    EXPECT_TRUE(contains(r.output, c)) << c << "\n" << r.output;
+  r = db("--db x.db export out.db --env y");  // an option of another command
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--env does not apply to export")) << r.output;
+}
+
+// On a full filesystem (a 200 KiB tmpfs in a private mount namespace) a merge commits nothing and
+// exits 1 saying so; skipped where no tmpfs can be mounted (needs root or user namespaces).
+TEST(Cli, DbMergeOnAFullDiskCommitsNothing) {
+  TempDir dir;
+  const std::string src = dir / "src.db";
+  {
+    dfgnn::db::TuningDb::Options options;
+    options.validator = dfgnn::row_problem;
+    auto file = dfgnn::db::TuningDb::open_user(src, options);
+    const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 1, 128);
+    const auto solver = static_cast<int32_t>(dfgnn::parse_schedule(kValid).solver);
+    const dfgnn_fingerprint_t fp = hub_fingerprint(1);
+    for (int k = 0; k < 800; ++k) {
+      dfgnn::db::TuningRun run;
+      run.environment = test_environment();
+      run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
+      run.fingerprint = fp;
+      run.default_schedule = kOther;
+      run.host = "node-" + std::to_string(k);
+      run.run_id = fmt::format("bulk-run-{:05d}", k);
+      run.candidates.push_back(dfgnn::db::summarize_samples(kValid, solver, {0.50, 0.51, 0.49}));
+      run.candidates.push_back(dfgnn::db::summarize_samples(kOther, solver, {1.00, 1.02, 0.98}));
+      ASSERT_TRUE(file->put_result(run).has_value());
+    }
+  }
+  ASSERT_GT(fs::file_size(src), 200u * 1024u);
+  const std::string small = dir / "small.db";
+  put(small, 2, kValid, kOther, "Test GPU", true, "small-run");
+  const std::string mnt = dir / "mnt";
+  fs::create_directories(mnt);
+  const pid_t child = fork();
+  if (child == 0) {
+    int code = 0;
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=200k") != 0) {
+      _exit(77);
+    }
+    const std::string into = mnt + "/user.db";
+    fs::copy_file(small, into);
+    const Result r = db("--db " + quote(into) + " merge " + quote(src));
+    const int64_t runs = raw_count(into, "SELECT count(*) FROM runs");
+    if (r.code != 1) code |= 1;
+    if (!contains(r.output, "nothing from it was merged") || !contains(r.output, "the disk is full")) code |= 2;
+    if (runs != 1) code |= 4;
+    if (code != 0) std::fprintf(stderr, "exit %d, %lld run(s) in the target:\n%s\n", r.code, static_cast<long long>(runs), r.output.c_str());
+    std::fflush(stderr);
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot mount a private tmpfs here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: exit code, 2: message, 4: runs were committed (see above)";
+}
 
 #endif  // DFGNN_TUNE_EXE && DFGNN_DB_EXE

@@ -4,15 +4,20 @@
 // user-over-site layering.
 #include "test_util.hpp"
 
-#include "error.hpp"
+#include "db_error.hpp"
 #include "schema.hpp"
+#include "sqlite_util.hpp"
 #include "tuning_db.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -168,15 +173,19 @@ int64_t raw_int(const fs::path& p, const std::string& sql) {
   return v;
 }
 
+// Runs f, which must throw the database's error; returns it (its status(), kind() and message).
 template <typename F>
-dfgnn::Error expect_error(F&& f) {
+dfgnn::db::DbError expect_error(F&& f) {
   try {
     f();
-  } catch (const dfgnn::Error& e) {
+  } catch (const dfgnn::db::DbError& e) {
     return e;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected a dfgnn::db::DbError, got: " << e.what();
+    return dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, "");
   }
-  ADD_FAILURE() << "expected a dfgnn::Error";
-  return dfgnn::Error(DFGNN_STATUS_SUCCESS, "");
+  ADD_FAILURE() << "expected a dfgnn::db::DbError";
+  return dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, "");
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -529,7 +538,7 @@ void add_note_column(dfgnn::db::detail::Connection& c) {
 }
 void failing_step(dfgnn::db::detail::Connection& c) {
   c.exec("ALTER TABLE results ADD COLUMN doomed TEXT");
-  throw dfgnn::Error(DFGNN_STATUS_DATABASE_ERROR, "step failed on purpose");
+  throw dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, "step failed on purpose");
 }
 
 TEST(TuningDbSchema, OlderVersionIsMigrated) {
@@ -671,13 +680,13 @@ TEST(TuningDbRobustness, CorruptedPagesAreErrorsOrMissesNeverCrashes) {
         } else {
           ++misses;
         }
-      } catch (const dfgnn::Error& e) {
+      } catch (const dfgnn::db::DbError& e) {
         EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
         ++errors;
       }
     }
     EXPECT_FALSE(site->verify().empty());
-  } catch (const dfgnn::Error& e) {
+  } catch (const dfgnn::db::DbError& e) {
     EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
     ++errors;
   }
@@ -876,8 +885,9 @@ TEST(TuningDbHostile, ValidatorRejectsUnknownSolversAndOutOfRangeParameters) {
   ASSERT_EQ(candidates.size(), 1u);
   EXPECT_EQ(candidates[0].schedule, sched(32));
   const auto problems = site->verify();
-  // Three rejected rows, and three stored winners that this validator would not have chosen.
-  EXPECT_EQ(problems.size(), 6u) << ::testing::PrintToString(problems);
+  // Three rejected rows, three stored winners that this validator would not have chosen, and the
+  // four candidate rows it rejects (evil x2, lanes=999, lanes=7).
+  EXPECT_EQ(problems.size(), 10u) << ::testing::PrintToString(problems);
   for (const auto& l : site->list()) EXPECT_EQ(l.problem.empty(), l.result.schedule == sched(32)) << l.problem;
 
   // A database with the validator never chooses such a schedule: merging drops them.
@@ -1197,6 +1207,299 @@ TEST(LayeredDb, UnusableLayersAreSkippedAndKept) {
   EXPECT_TRUE(empty.open_errors().empty());
   EXPECT_FALSE(empty.find_exact(h200(), op_gat(), make_fp(1)));
   EXPECT_TRUE(contains(expect_error([&] { empty.put_module(ModuleRecord{}); }).what(), "disabled"));
+}
+
+// ------------------------------------------------------------------ reliability (issue 15)
+
+// verify judges every row as dispatch would use it: stored types, plausible statistics, text
+// without control characters, each candidate through the validator, and the schema's objects.
+// find_exact never returns a row that verify rejects.
+TEST(TuningDbHostile, VerifyRejectsWhatDispatchWouldNotUse) {
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  {
+    auto db = TuningDb::open_user(p, with_validator());
+    for (int k = 0; k < 6; ++k)
+      db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 0.5)}, "run-" + std::to_string(k)));
+  }
+  ASSERT_TRUE(TuningDb::open_user(p, with_validator())->verify().empty());
+  auto id_of = [&](int k) {
+    return std::to_string(raw_int(p, "SELECT r.id FROM results r JOIN fingerprints f ON f.id = r.fingerprint_id "
+                                     "WHERE f.hash = '" + dfgnn::db::fingerprint_hash(make_fp(k)) + "'"));
+  };
+  auto run_of = [&](int k) { return std::to_string(raw_int(p, "SELECT id FROM runs WHERE uuid = 'run-" + std::to_string(k) + "'")); };
+  // A candidate with an invalid schedule and an implausible mean, and a valid schedule with one.
+  raw_exec(p, "INSERT INTO candidate_stats VALUES (" + run_of(0) + ", '" + sched(7) + "', 1, 10, 0.01, 0, 0.01, 0.01)");
+  raw_exec(p, "INSERT INTO candidate_stats VALUES (" + run_of(0) + ", '" + sched(16) + "', 1, 10, 1e-300, 0, 1e-300, 1e-300)");
+  raw_exec(p, "UPDATE candidate_stats SET solver_id = -7 WHERE run_id = " + run_of(1) + " AND schedule = '" + sched(32) + "'");
+  raw_exec(p, "UPDATE results SET median_ms = 'fast' WHERE id = " + id_of(2));
+  raw_exec(p, "UPDATE results SET host = 'evil' || char(27) || '[2J' || char(27) || '[31m' || char(10) || 'forged' "
+              "WHERE id = " + id_of(3));
+  raw_exec(p, "UPDATE results SET mean_ms = 1e-300 WHERE id = " + id_of(4));
+  raw_exec(p, "UPDATE results SET solver_id = -7 WHERE id = " + id_of(5));
+  raw_exec(p, "CREATE TRIGGER evil AFTER INSERT ON runs BEGIN DELETE FROM results; END");
+
+  auto site = TuningDb::open_site(p, with_validator());  // reads are allowed, writes are not (below)
+  for (int k : {2, 3, 4, 5}) EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(k))) << k;
+  EXPECT_EQ(site->find_exact(h200(), op_gat(), make_fp(0))->schedule, sched(8));  // stored winner still valid
+  EXPECT_EQ(site->candidates_for(h200(), op_gat()).size(), 2u);
+  const std::vector<std::string> problems = site->verify();
+  const std::string all = ::testing::PrintToString(problems);
+  auto reported = [&](const std::string& a, const std::string& b) {
+    for (const std::string& s : problems)
+      if (contains(s, a) && contains(s, b)) return true;
+    return false;
+  };
+  EXPECT_TRUE(reported("candidate " + sched(7), "lanes 7 out of range")) << all;
+  EXPECT_TRUE(reported("candidate " + sched(16), "mean 1e-300 ms is not a plausible time")) << all;
+  EXPECT_TRUE(reported("candidate " + sched(32), "solver id -7")) << all;
+  EXPECT_TRUE(reported("result " + id_of(2), "results.median_ms: holds a TEXT value, not a number")) << all;
+  EXPECT_TRUE(reported("result " + id_of(3), "results.host: control character 0x1b")) << all;
+  EXPECT_TRUE(reported("result " + id_of(4), "mean 1e-300 ms")) << all;
+  EXPECT_TRUE(reported("result " + id_of(5), "solver id -7")) << all;
+  EXPECT_TRUE(reported("schema: unknown trigger \"evil\"", "runs")) << all;
+  for (const std::string& s : problems) EXPECT_TRUE(dfgnn::db::detail::unprintable(s).empty()) << s;
+  // Writing (a merge, a tuning run) into the file with the trigger is refused, naming it, and so is
+  // exporting it; the file is left as it was.
+  const std::string before = read_bytes(p);
+  auto e = expect_error([&] { TuningDb::open_user(p, with_validator()); });
+  EXPECT_TRUE(contains(e.what(), "unknown trigger \"evil\"")) << e.what();
+  EXPECT_EQ(e.kind(), dfgnn::db::ErrorKind::Schema);
+  e = expect_error([&] { site->export_to(dir / "out.db"); });
+  EXPECT_TRUE(contains(e.what(), "export refused")) << e.what();
+  EXPECT_FALSE(fs::exists(dir / "out.db"));
+  EXPECT_EQ(read_bytes(p), before);
+  // Without the trigger it opens for writing again.
+  raw_exec(p, "DROP TRIGGER evil");
+  EXPECT_NO_THROW(TuningDb::open_user(p, with_validator()));
+}
+
+TEST(TuningDbHostile, WritesRefuseControlCharactersAndImplausibleStatistics) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  auto invalid = [&](TuningRun run, const std::string& why) {
+    const auto e = expect_error([&] { db->put_result(run); });
+    EXPECT_EQ(e.status(), DFGNN_STATUS_INVALID_ARGUMENT) << why;
+    EXPECT_TRUE(contains(e.what(), why)) << e.what();
+  };
+  invalid(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}, {}, 0, "a\x1b[2Jb"), "host: control character 0x1b");
+  invalid(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}, {}, 0, "a\nb"), "host: control character 0x0a");
+  invalid(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}, {}, 0, "a\xc2\x9b" "b"), "C1 control character U+009B");
+  invalid(make_run(h200(), op_gat(), 1, {cand(sched(32), 1e-300)}), "mean 1e-300 ms is not a plausible time");
+  invalid(make_run(h200(), op_gat(), 1, {cand(sched(32), 1e300)}), "is not a plausible time");
+  CandidateStat negative_solver = cand(sched(32), 1);
+  negative_solver.solver_id = -7;
+  invalid(make_run(h200(), op_gat(), 1, {negative_solver}), "solver id -7");
+  CandidateStat min_above_mean = cand(sched(32), 1);
+  min_above_mean.min_ms = 2;
+  invalid(make_run(h200(), op_gat(), 1, {min_above_mean}), "min 2 ms exceeds");
+  EnvironmentInfo env = h200();
+  env.gpu_name = "NVIDIA\x7f H200";
+  invalid(make_run(env, op_gat(), 1, {cand(sched(32), 1)}), "gpu_name: control character 0x7f");
+  EXPECT_EQ(db->stats().runs, 0);
+  // Plain UTF-8 is fine.
+  EXPECT_TRUE(db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}, {}, 0, "nœud-α")));
+}
+
+// A merge is one transaction: a write that fails midway (here a full disk, made with SQLite's
+// max_page_count on every connection this process opens) commits nothing, and says so.
+namespace {
+int g_max_pages = 0;
+int limit_pages(sqlite3* db, const char**, const sqlite3_api_routines*) {
+  const std::string sql = "PRAGMA max_page_count = " + std::to_string(g_max_pages);
+  sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+  return SQLITE_OK;
+}
+struct PageLimit {
+  explicit PageLimit(int pages) {
+    g_max_pages = pages;
+    sqlite3_auto_extension(reinterpret_cast<void (*)()>(&limit_pages));
+  }
+  ~PageLimit() { sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&limit_pages)); }
+};
+int64_t pages_of(const fs::path& p) { return raw_int(p, "PRAGMA page_count"); }
+}  // namespace
+
+TEST(TuningDbMerge, FullDiskCommitsNothing) {
+  TempDir dir;
+  const fs::path src = dir / "src.db", dst = dir / "dst.db";
+  {
+    auto db = TuningDb::open_user(src);
+    for (int k = 0; k < 600; ++k)
+      db->put_result(make_run(h200(), op_gat(), k % 40,
+                              {cand(sched(32), 1 + k % 7), cand(sched(16), 1.5), cand(sched(8), 0.8 + k % 3)},
+                              fmt::format("src-run-{:04d}", k)));
+  }
+  {
+    auto db = TuningDb::open_user(dst);
+    db->put_result(make_run(h200(), op_gat(), 0, {cand(sched(4), 0.5)}, "dst-run"));
+  }
+  const int64_t empty_pages = pages_of(dst);
+  {  // how large the full merge makes it
+    fs::copy_file(dst, dir / "probe.db");
+    TuningDb::open_user(dir / "probe.db")->merge_from(src);
+  }
+  const int64_t full_pages = pages_of(dir / "probe.db");
+  ASSERT_GT(full_pages, empty_pages + 20);
+  auto db = TuningDb::open_user(dst);
+  const auto before = snapshot(*db);
+  {
+    PageLimit limit(static_cast<int>(empty_pages + (full_pages - empty_pages) / 2));  // the first chunks fit
+    auto target = TuningDb::open_user(dst);
+    const auto e = expect_error([&] { target->merge_from(src); });
+    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_EQ(e.kind(), dfgnn::db::ErrorKind::DiskFull) << e.what();
+    EXPECT_TRUE(contains(e.what(), "the disk is full")) << e.what();
+    EXPECT_FALSE(contains(e.what(), "unreadable")) << e.what();
+  }
+  EXPECT_EQ(db->stats().runs, 1);  // not one run of the source committed
+  EXPECT_EQ(snapshot(*db), before);
+  EXPECT_TRUE(db->verify().empty());
+  EXPECT_EQ(db->merge_from(src).runs_added, 600);  // with space, the same merge goes through
+}
+
+// A damaged source found after its runs were read (its modules' key index) merges nothing.
+TEST(TuningDbMerge, DamagedSourceModulesCommitNothing) {
+  TempDir dir;
+  const fs::path src = dir / "src.db", snap = dir / "snap.db", dst = dir / "dst.db";
+  {
+    auto db = TuningDb::open_user(src);
+    for (int k = 0; k < 200; ++k)
+      db->put_result(make_run(h200(), op_gat(), k % 20, {cand(sched(32), 1), cand(sched(8), 0.5)},
+                              fmt::format("run-{:04d}", k)));
+    for (int k = 0; k < 40; ++k)
+      db->put_module(ModuleRecord{fmt::format("module-{:03d}", k), std::vector<char>(300, 'm'), {"n"}, {"l"}, 90,
+                                  12080, "t-hash-1", 0});
+    db->export_to(snap);  // a rollback-journal file: its pages are where the header says
+  }
+  const int64_t root = raw_int(snap, "SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_modules_1'");
+  const int64_t page_size = raw_int(snap, "PRAGMA page_size");
+  ASSERT_GT(root, 1);
+  std::string bytes = read_bytes(snap);
+  for (int64_t i = 0; i < page_size; ++i) bytes[static_cast<size_t>((root - 1) * page_size + i)] = static_cast<char>(0xff);
+  write_bytes(snap, bytes);
+  auto db = TuningDb::open_user(dst);
+  const auto e = expect_error([&] { db->merge_from(snap); });
+  EXPECT_EQ(e.kind(), dfgnn::db::ErrorKind::Corrupt) << e.what();
+  EXPECT_TRUE(contains(e.what(), snap.string())) << e.what();
+  EXPECT_EQ(db->stats().runs, 0);
+  EXPECT_EQ(db->stats().modules, 0);
+  EXPECT_EQ(read_bytes(snap), bytes);  // the source is left as it was
+}
+
+// Leftovers of an export killed with SIGKILL are removed by the next export to that path; a live
+// writer's temporary file, and files of other names, are not.
+TEST(TuningDbExport, KilledExportsLeaveNoTempFilesBehind) {
+  TempDir dir;
+  {
+    auto db = TuningDb::open_user(dir / "user.db");
+    for (int k = 0; k < 300; ++k)
+      db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 0.5), cand(sched(4), 0.7)}));
+  }
+  const fs::path out = dir / "out/site.db";
+  auto temps = [&] {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(out.parent_path(), ec))
+      if (contains(entry.path().filename().string(), ".tmp-")) names.push_back(entry.path().filename().string());
+    return names;
+  };
+  // Kill exporting children until one leaves a temporary file behind.
+  fs::create_directories(out.parent_path());
+  bool left = false;
+  std::mt19937 rng(3);
+  for (int attempt = 0; attempt < 60 && !left; ++attempt) {
+    const pid_t child = spawn([&] {
+      auto db = TuningDb::open_read_only(dir / "user.db", {});
+      for (;;) db->export_to(out);
+      return 0;
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 20000));
+    kill(child, SIGKILL);
+    wait_exit(child);
+    left = !temps().empty();
+  }
+  ASSERT_TRUE(left) << "no SIGKILL landed during an export";
+  // A dead writer's file made by hand (with a journal), a live writer's (this process), a foreign name.
+  pid_t dead = spawn([] { return 0; });
+  wait_exit(dead);
+  const fs::path stale = dfgnn::db::export_temp_path(out, dead, "00112233aabb");
+  write_bytes(stale, "partial");
+  write_bytes(fs::path(stale.string() + "-journal"), "partial");
+  const fs::path live = dfgnn::db::export_temp_path(out, getpid(), "445566778899");
+  write_bytes(live, "in progress");
+  write_bytes(fs::path(out.string() + ".tmp-notours"), "x");
+  TuningDb::open_read_only(dir / "user.db", {})->export_to(out);
+  std::vector<std::string> expected = {live.filename().string(), "site.db.tmp-notours"};
+  std::vector<std::string> found = temps();
+  std::sort(expected.begin(), expected.end());
+  std::sort(found.begin(), found.end());
+  EXPECT_EQ(found, expected);
+  EXPECT_EQ(TuningDb::open_site(out)->stats().results, 300);
+}
+
+// A full or read-only disk is reported as such, not as an unreadable database. Needs a private
+// mount namespace with a small tmpfs (root, or an unprivileged user namespace); skipped without.
+TEST(TuningDbRobustness, FullAndReadOnlyDisksAreNamed) {
+  TempDir dir;
+  const fs::path mnt = dir / "mnt";
+  fs::create_directories(mnt);
+  const pid_t child = spawn([&]() -> int {
+    if (unshare(CLONE_NEWNS) != 0) {
+      const uid_t uid = getuid();
+      const gid_t gid = getgid();
+      if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return 77;
+      std::ofstream("/proc/self/setgroups") << "deny";
+      std::ofstream("/proc/self/uid_map") << "0 " << uid << " 1";
+      std::ofstream("/proc/self/gid_map") << "0 " << gid << " 1";
+    }
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+    if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) return 77;
+    const fs::path p = mnt / "user.db";
+    auto db = TuningDb::open_user(p);
+    db->put_result(make_run(h200(), op_gat(), 0, {cand(sched(32), 1)}));
+    {  // fill the disk
+      std::ofstream fill(mnt / "fill", std::ios::binary);
+      const std::string block(4096, 'f');
+      while (fill.write(block.data(), block.size())) {
+      }
+    }
+    int failures = 0;
+    auto check = [&](const char* what, const std::function<void()>& f, dfgnn::db::ErrorKind kind, const char* words) {
+      try {
+        f();
+        std::fprintf(stderr, "%s: no error\n", what);
+        ++failures;
+      } catch (const dfgnn::db::DbError& e) {
+        if (e.kind() != kind || !contains(e.what(), words) || contains(e.what(), "unreadable")) {
+          std::fprintf(stderr, "%s: kind %s: %s\n", what, dfgnn::db::error_kind_name(e.kind()), e.what());
+          ++failures;
+        }
+      }
+    };
+    check("put on a full disk", [&] {
+      for (int k = 1; k < 200; ++k) db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 2)}));
+    }, dfgnn::db::ErrorKind::DiskFull, "the disk is full");
+    check("create on a full disk", [&] {
+      auto fresh = TuningDb::open_user(mnt / "new.db");
+      for (int k = 1; k < 200; ++k) fresh->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1)}));
+    }, dfgnn::db::ErrorKind::DiskFull, "the disk is full");
+    db.reset();
+    fs::remove(mnt / "fill");
+    fs::remove(mnt / "new.db");
+    fs::remove(mnt / "new.db-wal");
+    fs::remove(mnt / "new.db-shm");
+    if (mount(nullptr, mnt.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0) return 78;
+    check("open on a read-only disk", [&] {
+      auto ro = TuningDb::open_user(p);
+      ro->put_result(make_run(h200(), op_gat(), 300, {cand(sched(32), 1)}));
+    }, dfgnn::db::ErrorKind::ReadOnly, "read-only");
+    std::fflush(stderr);
+    return failures;
+  });
+  const int code = wait_exit(child);
+  if (code == 77) GTEST_SKIP() << "cannot mount a private tmpfs here (needs root or user namespaces)";
+  EXPECT_EQ(code, 0) << "see the child's messages above";
 }
 
 }  // namespace
