@@ -32,16 +32,19 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/dfgnn-fuzz.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 export TMPDIR=$tmp
 # 2 GiB of RSS and 1 GiB per allocation: a larger request from a few bytes of input is a defect.
+# A target's tests/fuzz/<target>.options (libFuzzer flags, one line) comes after these and wins.
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20)
 
 failed=()
 report=()
 for t in "${targets[@]}"; do
   exe=$build/tests/fuzz/$t
+  flags=("${limits[@]}")
+  [ -f "tests/fuzz/$t.options" ] && read -r -a extra <"tests/fuzz/$t.options" && flags+=("${extra[@]}")
   # Regressions: every input that once crashed must now pass (each is run once).
   regressions=(tests/fuzz/regressions/$t/*)
   if [ -e "${regressions[0]}" ]; then
-    if ! "$exe" "${limits[@]}" "${regressions[@]}" >"$tmp/$t.replay.log" 2>&1; then
+    if ! "$exe" "${flags[@]}" "${regressions[@]}" >"$tmp/$t.replay.log" 2>&1; then
       tail -40 "$tmp/$t.replay.log" >&2
       echo "fuzz: $t fails a regression input under tests/fuzz/regressions/$t" >&2
       failed+=("$t (regression)")
@@ -53,7 +56,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$build/corpus/$t" "$build/artifacts/$t"
   log=$build/artifacts/$t.log
   rc=0
-  "$exe" "${limits[@]}" -max_total_time="$seconds" -print_final_stats=1 -jobs=1 -workers=1 \
+  "$exe" "${flags[@]}" -max_total_time="$seconds" -print_final_stats=1 \
     -artifact_prefix="$build/artifacts/$t/" "$build/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   # The last status line ("#N DONE cov: C ft: F corp: ...") and the final stats.
   status_line=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)

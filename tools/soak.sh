@@ -8,13 +8,13 @@
 #   committed (logged only after put_result returned) is in the shared database; no temp files
 #   are left; no lock error reached a caller.
 # Usage: sudo tools/soak.sh [MINUTES]   (root: it mounts the tmpfs). Env: DFGNN_BUILD_DIR (build),
-#   DFGNN_SOAK_FS_MB (24), DFGNN_SOAK_REPORT=FILE (writes the markdown report there).
+#   DFGNN_SOAK_FS_MB (96), DFGNN_SOAK_REPORT=FILE (writes the markdown report there).
 # ctest -C long -L long runs it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-10}
 procs=${DFGNN_SOAK_PROCS:-16}
-fs_mb=${DFGNN_SOAK_FS_MB:-24}
+fs_mb=${DFGNN_SOAK_FS_MB:-96}
 build=${DFGNN_BUILD_DIR:-build}
 [ "$(id -u)" = 0 ] || { echo "soak: needs root to mount a tmpfs (run it with sudo)" >&2; exit 1; }
 cmake --build "$build" --target soak_worker dfgnn-db >/dev/null
@@ -42,7 +42,7 @@ export DFGNN_LOG_LEVEL=off
 end=$(( $(date +%s) + minutes * 60 ))
 start_worker() {  # id
   local left=$(( end - $(date +%s) ))
-  "$worker" work "$fs" "$1" "$logs/worker-$1.log" "$RANDOM$RANDOM" "$left" 2>>"$logs/worker-$1.stderr" &
+  nice -n 10 "$worker" work "$fs" "$1" "$logs/worker-$1.log" "$RANDOM$RANDOM" "$left" 2>>"$logs/worker-$1.stderr" &
   pids[$1]=$!
 }
 for ((i = 0; i < procs; i++)); do start_worker "$i"; done
