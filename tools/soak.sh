@@ -8,13 +8,13 @@
 #   committed (logged only after put_result returned) is in the shared database; no temp files
 #   are left; no lock error reached a caller.
 # Usage: sudo tools/soak.sh [MINUTES]   (root: it mounts the tmpfs). Env: DFGNN_BUILD_DIR (build),
-#   DFGNN_SOAK_FS_MB (96), DFGNN_SOAK_REPORT=FILE (writes the markdown report there).
+#   DFGNN_SOAK_FS_MB (256), DFGNN_SOAK_REPORT=FILE (writes the markdown report there).
 # ctest -C long -L long runs it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-10}
 procs=${DFGNN_SOAK_PROCS:-16}
-fs_mb=${DFGNN_SOAK_FS_MB:-96}
+fs_mb=${DFGNN_SOAK_FS_MB:-256}
 build=${DFGNN_BUILD_DIR:-build}
 [ "$(id -u)" = 0 ] || { echo "soak: needs root to mount a tmpfs (run it with sudo)" >&2; exit 1; }
 cmake --build "$build" --target soak_worker dfgnn-db >/dev/null
@@ -82,8 +82,12 @@ final_ok=yes
 verify_ok=yes
 "$dbtool" --db "$fs/shared.db" verify >"$logs/verify-shared.txt" 2>&1 || verify_ok=no
 "$dbtool" --site "$fs/export.db" verify >"$logs/verify-export.txt" 2>&1 || verify_ok=no
+# Temp files of exports (OUT.tmp-*, and their SQLite journals); anything else that is not a database or
+# its WAL/shared-memory file is listed too.
 temp_files=$(find "$fs" -name '*.tmp-*' | wc -l)
-leftovers=$(find "$fs" -type f ! -name 'shared.db' ! -name 'export.db' ! -name 'private-*.db' -printf '%f\n' | sort | tr '\n' ' ')
+temp_examples=$(find "$fs" -name '*.tmp-*' -printf '%f\n' | sort | head -4 | tr '\n' ' ')
+leftovers=$(find "$fs" -type f ! -name '*.tmp-*' ! -name '*.db' ! -name '*.db-wal' ! -name '*.db-shm' -printf '%f\n' |
+            sort | tr '\n' ' ')
 
 # Every logged commit must be in the shared database (private ones arrived through the merges).
 counts=$(python3 - "$fs/shared.db" "$logs" <<'PY'
@@ -135,7 +139,7 @@ report=$(cat <<MD
 | committed rows lost | $lost |
 | final merge + export | $final_ok |
 | dfgnn-db verify (shared, export) | $verify_ok |
-| temp files left | $temp_files |
+| temp files left | $temp_files${temp_examples:+ (e.g. $temp_examples)} |
 | other files left | ${leftovers:-none} |
 | result | $([ $ok = yes ] && echo PASS || echo FAIL) |
 MD

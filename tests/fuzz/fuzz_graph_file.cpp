@@ -115,7 +115,7 @@ bool symmetric_banner(std::string_view text) {
   return s == "symmetric" || s == "skew-symmetric";
 }
 
-// Sizes are kept below 2^22 here: a valid graph of N nodes takes O(N) memory by design, which the
+// Sizes are kept below 2^20 here: a valid graph of N nodes takes O(N) memory by design, which the
 // fuzzer's allocation limit (tests/fuzz/fuzz_graph_file.options) would report. With this cap a
 // valid graph stays below that limit, and any larger allocation is amplification from a header.
 bool has_large_number(std::string_view text) {
@@ -124,7 +124,7 @@ bool has_large_number(std::string_view text) {
   for (char c : text) {
     if (c >= '0' && c <= '9') {
       value = ++digits > 7 ? value : value * 10 + (c - '0');
-      if (digits > 7 || value >= (int64_t{1} << 22)) return true;
+      if (digits > 7 || value >= (int64_t{1} << 20)) return true;
     } else {
       digits = 0;
       value = 0;

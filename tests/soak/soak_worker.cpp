@@ -158,7 +158,7 @@ int work(const fs::path& dir, int id, uint64_t seed, double seconds) {
   std::unique_ptr<db::TuningDb> shared_db, private_db;
   for (uint64_t step = 0; std::chrono::steady_clock::now() < deadline; ++step) {
     // A pause between actions: 16 workers share a small machine; contention comes from overlap.
-    ::usleep(static_cast<useconds_t>(50000 + rng() % 250000));
+    ::usleep(static_cast<useconds_t>(200000 + rng() % 500000));
     const int dice = static_cast<int>(rng() % 100);
     try {
       if (dice < 60) {  // tune; half the runs into the shared database, half into the private one
