@@ -51,7 +51,7 @@ std::string common_invalid_reason(const PassProblem& p, const Schedule& s) {
     return fmt::format("vec = {} {} values exceed a 16-byte load", s.vec, dtype_name(p.op.dtype));
   if (p.op.dim % s.vec != 0) return fmt::format("vec = {} does not divide D = {}", s.vec, p.op.dim);
   if (s.vec > p.max_vec) return fmt::format("vec = {} exceeds what the data's alignment allows ({})", s.vec, p.max_vec);
-  if (s.groups < 1 || s.groups > 1024 / lanes || (s.groups * lanes) % 32 != 0)  // no int32 overflow
+  if (s.groups < 1 || s.groups * lanes > 1024 || (s.groups * lanes) % 32 != 0)
     return fmt::format("groups = {} of {} lanes is not a block of 32..1024 whole warps", s.groups, lanes);
   if (s.team < 1 || s.groups % s.team != 0) return fmt::format("team = {} does not divide groups = {}", s.team, s.groups);
   if (registers_per_lane(p.op.dim, lanes, s.vec) > kMaxRegistersPerLane)
