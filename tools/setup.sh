@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 
 packages=(cmake ninja-build g++ libgtest-dev libspdlog-dev libboost-program-options-dev nlohmann-json3-dev libxxhash-dev
-          libsqlite3-dev zlib1g-dev python3-venv python3-dev)
+          libsqlite3-dev zlib1g-dev python3-venv python3-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -257,6 +257,8 @@ TEST(Schedule, InvalidSchedulesNameTheReason) {
       {DFGNN_DTYPE_FLOAT32, 32, "subwarp:lanes=4,groups=3,vec=1", "groups = 3 of 4 lanes is not a block"},
       {DFGNN_DTYPE_FLOAT32, 32, "subwarp:lanes=32,groups=64,vec=1", "groups = 64 of 32 lanes is not a block"},
       {DFGNN_DTYPE_FLOAT32, 32, "subwarp:lanes=32,groups=0,vec=1", "groups = 0 of 32 lanes"},
+      // groups * lanes wrapped to -32 and passed (found by tests/fuzz/fuzz_schedule).
+      {DFGNN_DTYPE_FLOAT32, 32, "subwarp:lanes=32,groups=2147483647,vec=1", "groups = 2147483647 of 32 lanes"},
       {DFGNN_DTYPE_FLOAT32, 32, "block_row:lanes=32,groups=4,team=3,vec=4", "team = 3 does not divide groups = 4"},
       {DFGNN_DTYPE_FLOAT32, 32, "block_row:lanes=32,groups=4,team=1,vec=4", "block_row schedules have team >= 2"},
       {DFGNN_DTYPE_FLOAT32, 32, "block_row:lanes=32,groups=4,team=2,vec=4,threshold=64",
