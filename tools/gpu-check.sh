@@ -7,8 +7,9 @@
 # ) and unpacked into a private prefix.
 # Usage: tools/gpu-check.sh OUTDIR [SECTIONS] [DEBS=.devdeps] [DATASETS=.bench-data]
 #   SECTIONS (space-separated, default "tests"):
-#     tests     GPU tests (ctest -L gpu, without the long verify_quick) + compute-sanitizer memcheck
-#     quick     tests, plus verify_quick and racecheck (the old "quick")
+#     tests     GPU tests (ctest -L gpu, without the long verify_quick) + compute-sanitizer memcheck,
+#               racecheck and synccheck on the tiny corpus and on the device graph build
+#     quick     tests, plus verify_quick
 #     verify    the full differential verification sweep (all schedules, real graphs)
 #     real      verification on R-MAT and the real graphs
 #     dispatch  host overhead per call and the fresh-process first launch (bench/dispatch.sh)
@@ -63,9 +64,10 @@ if has tests || has quick; then
   ctest --test-dir build-gpu -L gpu -j 8 "${exclude[@]}" --output-on-failure --timeout 900 > "$out/ctest-gpu.log" 2>&1
   tail -4 "$out/ctest-gpu.log"; grep -E "Failed|\*\*\*" "$out/ctest-gpu.log" | head -20
   step "compute-sanitizer on the tiny corpus"
-  tools=(memcheck); has quick && tools=(memcheck racecheck)
+  tools=(memcheck racecheck synccheck)
   for tool in "${tools[@]}"; do
-    timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
+    limit=300; [ $tool = memcheck ] || limit=${SANITIZER_LIMIT:-150}
+    timeout $limit compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
       --threads 16 > "$out/sanitizer-$tool.log" 2>&1
     echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-$tool.log" | tr '\n' ' ')"
   done
