@@ -39,11 +39,12 @@ wheel=$(echo "$build"/dist/dfgnn-*.whl)
 "${pip[@]}" install --force-reinstall --no-deps "$wheel"
 echo "python-tests: built and installed $(basename "$wheel") in $((SECONDS - start)) s"
 
-# The pytest script (not python -m pytest) keeps the source tree off sys.path: the tests import
-# the installed package. Skipped tests are listed with their reasons (-rs).
+# Isolated mode (-I) keeps the current directory, the source tree, off sys.path: the tests import
+# the installed package (pytest itself may come from the system's site-packages, so the venv need
+# not have its script). Skipped tests are listed with their reasons (-rs).
 run_pytest() {
   local rc=0
-  "$1/bin/pytest" -p no:cacheprovider -q -rs tests/python "${@:2}" || rc=$?
+  "$1/bin/python" -I -m pytest -p no:cacheprovider -q -rs tests/python "${@:2}" || rc=$?
   if [ "$rc" = 5 ]; then
     echo "python-tests: pytest collected no tests (exit 5): failing" >&2
     rc=1
