@@ -1,11 +1,24 @@
-# Fails if any of FILES records libcuda (the driver) as a needed library.
-foreach(file ${FILES})
+# Fails if any of FILES records libcuda (the driver) as a needed library, or, for each of
+# NO_NVRTC_FILES, libnvrtc (the library opens NVRTC with dlopen on first compile, so that it loads,
+# and runs its CPU parts, without the CUDA Toolkit).
+function(needed file out)
   execute_process(COMMAND readelf -d ${file} OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "readelf failed on ${file}")
   endif()
+  set(${out} "${dynamic}" PARENT_SCOPE)
+endfunction()
+foreach(file ${FILES})
+  needed(${file} dynamic)
   if(dynamic MATCHES "NEEDED[^\n]*libcuda\\.so")
     message(FATAL_ERROR "${file} links libcuda directly; dfgnn must load without a CUDA driver")
   endif()
   message(STATUS "${file}: no libcuda")
+endforeach()
+foreach(file ${NO_NVRTC_FILES})
+  needed(${file} dynamic)
+  if(dynamic MATCHES "NEEDED[^\n]*libnvrtc")
+    message(FATAL_ERROR "${file} links libnvrtc; dfgnn must load without the CUDA Toolkit (NVRTC is opened at run time)")
+  endif()
+  message(STATUS "${file}: no libnvrtc")
 endforeach()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: sets up and builds, then all CTest suites in parallel, then the Python package's
-# tests (tools/python-tests.sh: pip install . into a venv, pytest), and the fuzz targets for about a minute
-# (DFGNN_FUZZ_SECONDS). GPU tests skip with a message
-# where no CUDA device exists. Fails if either part fails.
+# Runs every test: sets up and builds, then all CTest suites in parallel, the fuzz targets for about a
+# minute (DFGNN_FUZZ_SECONDS), the Python package's tests (tools/python-tests.sh: builds the wheel,
+# installs it into a venv, pytest, with torch and without), the documentation (tools/docs.sh) and the
+# portable wheel (tools/wheel-test.sh: the same wheel repaired and run with the CUDA Toolkit and system
+# libraries hidden). GPU tests skip with a message where no CUDA device exists. Fails if any part fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DFGNN_BUILD_DIR:-build}
@@ -18,4 +19,6 @@ fi
 DFGNN_BUILD_DIR="$build" tools/python-tests.sh || status=$?
 # The documentation (Sphinx, warnings as errors) from that venv's dfgnn and the built tools.
 DFGNN_BUILD_DIR="$build" tools/docs.sh || status=$?
+# The wheel python-tests.sh built, repaired (manylinux) and tested where nothing of the build machine is.
+DFGNN_BUILD_DIR="$build" tools/wheel-test.sh || status=$?
 exit "$status"

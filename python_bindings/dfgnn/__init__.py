@@ -8,7 +8,10 @@ in :mod:`dfgnn.torch` (imports torch). Tuning: :func:`tune`, :func:`explain`, :f
 :func:`set_database`.
 """
 
-from . import _dfgnn
+from . import _nvrtc
+_nvrtc.add_wheel_hint()  # before the first compile, which is when libdfgnn looks for NVRTC
+
+from . import _dfgnn  # noqa: E402
 from ._errors import (CompileError, CudaError, DatabaseError, DeviceError, DTypeError, Error, GraphError,
                       InternalError, InvalidArgumentError, IoError, NoDeviceError, NotSupportedError,
                       OutOfMemoryError, ParseError, Status, make_error as _make_error)

@@ -4,7 +4,14 @@
 #include "error.hpp"
 #include "logging.hpp"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <variant>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -15,34 +22,209 @@ extern const char kKernelSource[];
 
 namespace {
 
+// ---------------------------------------------------------------- NVRTC, loaded at run time
+
+// Every NVRTC function dfgnn calls; the table holds pointers of the header's own types.
+#define DFGNN_NVRTC_FUNCTIONS(X)                                                                       \
+  X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)        \
+  X(nvrtcCreateProgram) X(nvrtcDestroyProgram) X(nvrtcAddNameExpression) X(nvrtcCompileProgram)        \
+  X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN)                 \
+  X(nvrtcGetLoweredName)
+
+struct NvrtcApi {
+#define DFGNN_NVRTC_POINTER(name) decltype(&::name) name = nullptr;
+  DFGNN_NVRTC_FUNCTIONS(DFGNN_NVRTC_POINTER)
+#undef DFGNN_NVRTC_POINTER
+};
+
+// The NVRTC major version this library was built against (its ABI; the soname carries it).
+constexpr int kNvrtcMajor = CUDART_VERSION / 1000;
+
+std::string nvrtc_soname() { return fmt::format("libnvrtc.so.{}", kNvrtcMajor); }
+
+// Opens one candidate and fills the table; returns why not, or "" on success.
+std::string open_nvrtc(const std::string& candidate, NvrtcApi& api) {
+  if (candidate.find('/') != std::string::npos && access(candidate.c_str(), F_OK) != 0) return "not present";
+  void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return why != nullptr ? why : "dlopen failed";
+  }
+  NvrtcApi loaded;
+  std::string missing;
+#define DFGNN_NVRTC_RESOLVE(name)                                                     \
+  loaded.name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name));            \
+  if (loaded.name == nullptr) missing += missing.empty() ? #name : ", " #name;
+  DFGNN_NVRTC_FUNCTIONS(DFGNN_NVRTC_RESOLVE)
+#undef DFGNN_NVRTC_RESOLVE
+  if (!missing.empty()) {
+    dlclose(handle);
+    return "lacks " + missing;
+  }
+  api = loaded;  // the handle stays open for the life of the process
+  return {};
+}
+
+struct LoadedNvrtc {
+  NvrtcApi api;
+  std::string path;
+};
+
+LoadedNvrtc load_first(const std::vector<std::string>& candidates) {
+  LoadedNvrtc loaded;
+  std::string tried;
+  for (const std::string& candidate : candidates) {
+    const std::string why = open_nvrtc(candidate, loaded.api);
+    if (why.empty()) {
+      loaded.path = candidate;
+      return loaded;
+    }
+    tried += fmt::format("\n  {}: {}", candidate, why);
+  }
+  fail(DFGNN_STATUS_NOT_SUPPORTED,
+       "NVRTC ({}) was not found, and compiling kernels needs it. Install the CUDA Toolkit {} (or set CUDA_HOME), "
+       "or the nvidia-cuda-nvrtc wheel (pip; PyTorch's CUDA builds bring it), or put its directory in "
+       "DFGNN_NVRTC_PATH. Tried:{}",
+       nvrtc_soname(), kNvrtcMajor, tried);
+}
+
+// Where a function of the table lives (the path the loader resolved).
+std::string library_of(void* function, const std::string& otherwise) {
+  Dl_info info{};
+  if (dladdr(function, &info) != 0 && info.dli_fname != nullptr) return info.dli_fname;
+  return otherwise;
+}
+
+// NVRTC, loaded once; a failure is kept (as an Error) and rethrown by every call.
+const LoadedNvrtc& loaded_nvrtc() {
+  static const std::variant<LoadedNvrtc, Error> loaded = []() -> std::variant<LoadedNvrtc, Error> {
+    try {
+      // One already in the process (PyTorch may have opened its own) is used rather than a second copy.
+      const std::string soname = nvrtc_soname();
+      LoadedNvrtc found;
+      if (void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD); handle != nullptr) {
+        dlclose(handle);
+        if (open_nvrtc(soname, found.api).empty()) found.path = soname;
+      }
+      if (found.path.empty()) found = load_first(nvrtc_candidates());
+      found.path = library_of(reinterpret_cast<void*>(found.api.nvrtcVersion), found.path);
+      log().debug("NVRTC loaded from {}", found.path);
+      return found;
+    } catch (const Error& e) {
+      return e;
+    }
+  }();
+  if (const Error* e = std::get_if<Error>(&loaded)) throw *e;
+  return std::get<LoadedNvrtc>(loaded);
+}
+
+const NvrtcApi& nvrtc_api() { return loaded_nvrtc().api; }
+
 // Options that change the binary; part of every cache key.
 std::vector<std::string> options_for(int arch) {
   return {"-std=c++17", "-arch=sm_" + std::to_string(arch), "-default-device", "-lineinfo", "-DNDEBUG"};
 }
 
 void nvrtc_check(nvrtcResult result, const char* what) {
-  if (result != NVRTC_SUCCESS) fail(DFGNN_STATUS_COMPILE_ERROR, "{}: {}", what, nvrtcGetErrorString(result));
+  if (result != NVRTC_SUCCESS)
+    fail(DFGNN_STATUS_COMPILE_ERROR, "{}: {}", what, nvrtc_api().nvrtcGetErrorString(result));
 }
 
 struct Program {
   nvrtcProgram handle = nullptr;
   ~Program() {
-    if (handle != nullptr) nvrtcDestroyProgram(&handle);
+    if (handle != nullptr) nvrtc_api().nvrtcDestroyProgram(&handle);
   }
 };
 
 std::string program_log(nvrtcProgram program) {
   size_t size = 0;
-  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  if (nvrtc_api().nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return {};
   std::string log(size, '\0');
-  nvrtcGetProgramLog(program, log.data());
+  nvrtc_api().nvrtcGetProgramLog(program, log.data());
   log.resize(size - 1);
   return log;
 }
 
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
 
+// The architectures this NVRTC compiles for, ascending.
+const std::vector<int>& supported_archs() {
+  static const std::vector<int> archs = [] {
+    const NvrtcApi& api = nvrtc_api();
+    int count = 0;
+    std::vector<int> list;
+    if (api.nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
+      list.resize(static_cast<size_t>(count));
+      if (api.nvrtcGetSupportedArchs(list.data()) != NVRTC_SUCCESS) list.clear();
+    }
+    std::sort(list.begin(), list.end());
+    return list;
+  }();
+  return archs;
+}
+
+// A GPU outside NVRTC's range (older than the kernels' toolkit supports, or newer than it knows)
+// fails here by name, rather than as an NVRTC option error.
+void require_supported_arch(int arch) {
+  const std::vector<int>& archs = supported_archs();
+  if (archs.empty() || std::binary_search(archs.begin(), archs.end(), arch)) return;
+  const int version = nvrtc_version();
+  const char* relation = arch < archs.front() ? "older than the oldest" : arch > archs.back() ? "newer than the newest" : "not an";
+  fail(DFGNN_STATUS_NOT_SUPPORTED,
+       "GPU architecture sm_{} is {} architecture NVRTC {}.{} compiles for (sm_{} to sm_{}); dfgnn's kernels need a "
+       "GPU in that range, or a CUDA Toolkit that supports sm_{}",
+       arch, relation, version / 1000, version % 1000 / 10, archs.front(), archs.back(), arch);
+}
+
 }  // namespace
+
+std::vector<std::string> nvrtc_candidates() {
+  const std::string soname = nvrtc_soname();
+  std::vector<std::string> candidates;
+  const auto add = [&](const std::string& path) {
+    if (std::find(candidates.begin(), candidates.end(), path) == candidates.end()) candidates.push_back(path);
+  };
+  const auto add_root = [&](const std::string& root) {
+    add(root + "/lib64/" + soname);
+    add(root + "/lib/" + soname);
+  };
+  // A ':'-separated list of directories (the soname inside) or files.
+  const auto add_list = [&](const char* variable) {
+    const char* value = std::getenv(variable);
+    const std::string list = value != nullptr ? value : "";
+    for (size_t start = 0; start < list.size();) {
+      size_t end = list.find(':', start);
+      if (end == std::string::npos) end = list.size();
+      const std::string entry = list.substr(start, end - start);
+      std::error_code ec;
+      if (!entry.empty()) add(std::filesystem::is_directory(entry, ec) ? entry + "/" + soname : entry);
+      start = end + 1;
+    }
+  };
+  add_list("DFGNN_NVRTC_PATH");
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* root = std::getenv(var); root != nullptr && *root != '\0') add_root(root);
+  add_root("/usr/local/cuda");
+  // The pip wheel (nvidia-cuda-nvrtc) in the site-packages that holds this library (site-packages/dfgnn/).
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&nvrtc_candidates), &self) != 0 && self.dli_fname != nullptr) {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::canonical(self.dli_fname, ec).parent_path();
+    if (!ec) {
+      const std::string nvidia = (dir.parent_path() / "nvidia").string();
+      add(fmt::format("{}/cu{}/lib/{}", nvidia, kNvrtcMajor, soname));  // CUDA 13 wheels
+      add(fmt::format("{}/cuda_nvrtc/lib/{}", nvidia, soname));         // CUDA 12 wheels
+    }
+  }
+  add_list("DFGNN_NVRTC_WHEEL_DIRS");  // the Python package's: wheels elsewhere on sys.path
+  add(soname);
+  return candidates;
+}
+
+std::string find_nvrtc(const std::vector<std::string>& candidates) { return load_first(candidates).path; }
+
+const std::string& nvrtc_library() { return loaded_nvrtc().path; }
 
 const std::string& kernel_source() {
   static const std::string source(kKernelSource);
@@ -56,37 +238,39 @@ const std::string& kernel_source_hash() {
 
 int nvrtc_version() {
   int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
+  nvrtc_api().nvrtcVersion(&major, &minor);
   return major * 1000 + minor * 10;
 }
 
 Cubin compile(const std::vector<std::string>& names, int arch) {
+  const NvrtcApi& api = nvrtc_api();
+  require_supported_arch(arch);
   Program program;
-  nvrtc_check(nvrtcCreateProgram(&program.handle, kernel_source().c_str(), "dfgnn_kernels.cu", 0, nullptr, nullptr),
+  nvrtc_check(api.nvrtcCreateProgram(&program.handle, kernel_source().c_str(), "dfgnn_kernels.cu", 0, nullptr, nullptr),
               "nvrtcCreateProgram");
   for (const std::string& name : names)
-    nvrtc_check(nvrtcAddNameExpression(program.handle, name.c_str()), "nvrtcAddNameExpression");
+    nvrtc_check(api.nvrtcAddNameExpression(program.handle, name.c_str()), "nvrtcAddNameExpression");
   const std::vector<std::string> options = options_for(arch);
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());
-  const nvrtcResult result = nvrtcCompileProgram(program.handle, static_cast<int>(argv.size()), argv.data());
+  const nvrtcResult result = api.nvrtcCompileProgram(program.handle, static_cast<int>(argv.size()), argv.data());
   Cubin cubin;
   cubin.log = program_log(program.handle);
   if (result != NVRTC_SUCCESS) {
     std::string joined_names, joined_options;
     for (const auto& n : names) joined_names += "\n  " + n;
     for (const auto& o : options) joined_options += " " + o;
-    fail(DFGNN_STATUS_COMPILE_ERROR, "NVRTC failed ({}) with options{} for:{}\n{}", nvrtcGetErrorString(result),
+    fail(DFGNN_STATUS_COMPILE_ERROR, "NVRTC failed ({}) with options{} for:{}\n{}", api.nvrtcGetErrorString(result),
          joined_options, joined_names, cubin.log);
   }
   size_t size = 0;
-  nvrtc_check(nvrtcGetCUBINSize(program.handle, &size), "nvrtcGetCUBINSize");
+  nvrtc_check(api.nvrtcGetCUBINSize(program.handle, &size), "nvrtcGetCUBINSize");
   cubin.image.resize(size);
-  nvrtc_check(nvrtcGetCUBIN(program.handle, cubin.image.data()), "nvrtcGetCUBIN");
+  nvrtc_check(api.nvrtcGetCUBIN(program.handle, cubin.image.data()), "nvrtcGetCUBIN");
   cubin.names = names;
   for (const std::string& name : names) {
     const char* lowered = nullptr;
-    nvrtc_check(nvrtcGetLoweredName(program.handle, name.c_str(), &lowered), "nvrtcGetLoweredName");
+    nvrtc_check(api.nvrtcGetLoweredName(program.handle, name.c_str(), &lowered), "nvrtcGetLoweredName");
     cubin.lowered.emplace_back(lowered);
   }
   if (!cubin.log.empty()) log().debug("NVRTC log for {} kernels: {}", names.size(), cubin.log);

@@ -21,8 +21,24 @@ namespace dfgnn {
 // The embedded template source and its content hash (xxHash64, hex).
 const std::string& kernel_source();
 const std::string& kernel_source_hash();
-// NVRTC version as major*1000 + minor*10 (e.g. 13000).
+// NVRTC version as major*1000 + minor*10 (e.g. 13000). Loads NVRTC (below) on first use.
 int nvrtc_version();
+
+// NVRTC is opened with dlopen on first use rather than linked, so the library loads and runs its
+// CPU parts on machines without the CUDA Toolkit, and finds NVRTC where this machine has it
+// rather than at a path from the build machine. The candidates, in order: each entry of
+// DFGNN_NVRTC_PATH (the user's: ':'-separated directories or files), $CUDA_HOME and $CUDA_PATH
+// (lib64, lib), /usr/local/cuda (lib64, lib), the nvidia-cuda-nvrtc pip wheel (PyTorch's) beside
+// this library (site-packages/nvidia/...) or where the Python package found it on sys.path
+// (DFGNN_NVRTC_WHEEL_DIRS, set by dfgnn/_nvrtc.py), then the soname alone (the loader's default
+// search: LD_LIBRARY_PATH, ld.so.cache). An NVRTC already loaded in the process is used first.
+std::vector<std::string> nvrtc_candidates();
+// Opens the first of the candidates that loads and has every NVRTC function dfgnn calls, and
+// returns its path; throws Error(NOT_SUPPORTED) listing each candidate with why it failed.
+std::string find_nvrtc(const std::vector<std::string>& candidates);
+// The path of the NVRTC in use: nvrtc_candidates() searched once per process (thread-safe; a
+// failure is remembered and thrown again by every later call).
+const std::string& nvrtc_library();
 
 struct Cubin {
   std::vector<char> image;
@@ -32,7 +48,9 @@ struct Cubin {
 };
 
 // Compiles the embedded source for sm_<arch> with the given name expressions.
-// Throws Error(COMPILE_ERROR) carrying the NVRTC log, options and the expressions.
+// Throws Error(NOT_SUPPORTED) when NVRTC is missing or does not compile for sm_<arch> (naming the
+// architecture and the range it does), Error(COMPILE_ERROR) carrying the NVRTC log, options and
+// the expressions.
 Cubin compile(const std::vector<std::string>& names, int arch);
 
 class LoadedModule {
