@@ -10,20 +10,10 @@
 namespace dfgnn {
 
 int32_t state_floats(const dfgnn_op_t& op, PassKind pass) {
-  struct Shape {
-    int nv, ns;
-  };
-  auto shape = [&]() -> Shape {
-    if (pass == PassKind::Forward) return {1, 2};
-    const bool row = pass == PassKind::BackwardRow;
-    switch (op.model) {
-      case DFGNN_MODEL_TRANSFORMER: return row ? Shape{1, 0} : Shape{2, 0};
-      case DFGNN_MODEL_GAT: return row ? Shape{0, 1} : Shape{1, 1};
-      case DFGNN_MODEL_GATV2: return row ? Shape{2, 0} : Shape{2, 0};
-      case DFGNN_MODEL_AGNN: return row ? Shape{1, 2} : Shape{2, 1};
-    }
-    return {2, 2};
-  }();
+  const ModelTraits traits = traits_of(op.model);
+  const StateShape shape = pass == PassKind::Forward       ? traits.forward
+                           : pass == PassKind::BackwardRow ? traits.backward_row
+                                                           : traits.backward_col;
   return shape.ns + shape.nv * op.dim;
 }
 

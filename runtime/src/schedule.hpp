@@ -79,7 +79,7 @@ std::vector<Schedule> enumerate_schedules(const PassProblem& problem);
 // Throws Error(INVALID_ARGUMENT) with the reason if the schedule is not valid for the problem.
 void require_valid(const PassProblem& problem, const Schedule& s);
 
-// Floats of one serialised pass state: NS + NV * D of the pass in kernel_templates/passes.cuh.
+// Floats of one serialised pass state: NS + NV * D, from the model table (params.cuh).
 int32_t state_floats(const dfgnn_op_t& op, PassKind pass);
 // Registers per lane and related geometry shared by validity checks and kernel naming.
 int32_t lanes_for_dim(int32_t dim, int32_t vec);

@@ -297,6 +297,26 @@ typedef struct dfgnn_grads {
   void* edge;
 } dfgnn_grads_t;
 
+/* Inputs as bits of a mask: bit s stands for field s of dfgnn_inputs_t (and of dfgnn_grads_t). */
+#define DFGNN_INPUT_H (1u << 0)
+#define DFGNN_INPUT_H_DST (1u << 1)
+#define DFGNN_INPUT_Q (1u << 2)
+#define DFGNN_INPUT_K (1u << 3)
+#define DFGNN_INPUT_V (1u << 4)
+#define DFGNN_INPUT_ATT_SRC (1u << 5)
+#define DFGNN_INPUT_ATT_DST (1u << 6)
+#define DFGNN_INPUT_BETA (1u << 7)
+#define DFGNN_INPUT_EDGE (1u << 8)
+#define DFGNN_NUM_INPUTS 9
+
+/* The inputs a model reads (and whose gradients its backward writes), as DFGNN_INPUT_* bits, from
+ * the library's one model table: with edge_features = 1 the mask includes DFGNN_INPUT_EDGE, and a
+ * model that takes no edge features (AGNN) fails with INVALID_ARGUMENT. *edge_logits (may be
+ * null) is set to 1 when the model's edge input is an [E,H] float32 logit term (GAT), 0 when it is
+ * [E,H,D] features in the op's dtype. Bindings and tools read this instead of keeping a copy. */
+DFGNN_API dfgnn_status_t dfgnnModelInputs(dfgnn_model_t model, int32_t edge_features, uint32_t* inputs,
+                                          int32_t* edge_logits);
+
 /* ---------------------------------------------------------------- float64 reference ops (host) */
 
 /* Forward on host float64 arrays (op->dtype must be DFGNN_DTYPE_FLOAT64). out [N,H,D]; lse [N,H]
