@@ -100,9 +100,6 @@ struct Params {
   void* g2;              // gradient of x2
   float* param_part;     // [N, H, D] or [N, H]: per-node contributions to parameter gradients
   float* row_grad;       // [N, H, D] float32 scratch: row-pass part of an input gradient (AGNN)
-  float* grad_att_src;   // [H, D] (written by the parameter reduction)
-  float* grad_att_dst;   // [H, D]
-  float* grad_beta;      // [1]
   float* partials;       // split-row partial states [slot, H, state floats]
   const int4* segments;  // work list (node, begin, end, slot) or null: item = node, whole row
   const int4* hubs;      // merge list (node, first slot, slot count, -)

@@ -807,9 +807,9 @@ NB_MODULE(_dfgnn, m) {
   m.def("status_string", [](int s) { return std::string(dfgnnGetStatusString(static_cast<dfgnn_status_t>(s))); });
   m.def("array_info", &array_info, "array"_a);
   m.def("model_inputs", [](dfgnn_model_t model, bool edge_features) {
-    std::vector<std::string> names;
-    for (int slot : model_inputs(model, edge_features, "model_inputs")) names.push_back(kSlots[slot]);
-    return names;
+    nb::list names;
+    for (int slot : model_inputs(model, edge_features, "model_inputs")) names.append(nb::str(kSlots[slot]));
+    return nb::tuple(names);
   }, "model"_a, "edge_features"_a = false,
         "Names of the inputs a model reads (dfgnnModelInputs), in dfgnn_inputs_t order; edge_features adds 'edge' "
         "and fails for a model without edge features.");

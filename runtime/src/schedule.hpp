@@ -26,8 +26,14 @@ struct Schedule {
   int32_t vec = 1;        // channels per vector load (16-byte loads when vec * dtype size = 16)
   int32_t mid = 0;        // Hybrid: rows of degree >= mid use whole warps, below it `lanes` lanes
   int32_t threshold = 0;  // HubSplit, Hybrid: rows of degree >= threshold are split into chunks
-  int32_t chunk = 0;      // HubSplit, Hybrid: edges per chunk of a split row; EdgeBalanced: edges
-                          // per block (longer rows are split into pieces of chunk / groups edges)
+  int32_t chunk = 0;      // edges: one field, two meanings, read through the names below (the
+                          // text keeps "chunk", so stored schedules stay valid)
+
+  // HubSplit, Hybrid: edges per chunk of a split row.
+  int32_t split_chunk() const { return chunk; }
+  // EdgeBalanced: edges per block (row groups cost at most this; longer rows are split into
+  // pieces of block_edges() / groups edges).
+  int32_t block_edges() const { return chunk; }
 
   // The one field list: name and member, in text order.
   template <typename Self, typename F>

@@ -244,7 +244,10 @@ typedef struct dfgnn_op {
   int32_t dim;            /* D >= 1 (channels per head) */
   float negative_slope;   /* GAT, GATv2: LeakyReLU slope (PyG default 0.2) */
   float scale;            /* Transformer: score scale; 0 means 1/sqrt(D) */
-  int32_t deterministic;  /* non-zero: bitwise reproducible results (no floating-point atomics) */
+  /* Not read: every kernel is deterministic (bitwise reproducible, no floating-point atomics),
+   * whatever its value. Kept only so that the struct layout and the Python/torch keyword stay
+   * compatible until its planned removal. */
+  int32_t deterministic;
   /* Attention dropout (PyG's `dropout` in training): each (edge, head) weight is dropped with
    * probability `dropout` in [0, 1) and the kept ones scaled by 1 / (1 - dropout). The mask is a
    * counter-based hash of (dropout_seed, edge, head), edge = the edge's CSR position: the backward
@@ -261,7 +264,7 @@ typedef struct dfgnn_op {
   int32_t edge_features;
 } dfgnn_op_t;
 
-/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), deterministic, no dropout, no edge features. */
+/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), no dropout, no edge features. */
 DFGNN_API dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim);
 
 /* Inputs of an op; a model reads only the fields listed for it and requires those to be non-null

@@ -1,6 +1,6 @@
-// edge_balanced: blocks take row groups of about `chunk` edges (a row costs its edges plus one)
-// and split them evenly over their groups; rows longer than `chunk` are split into pieces of
-// chunk / groups edges and merged as in hub_split. Balances blocks whatever the degree
+// edge_balanced: blocks take row groups of about block_edges() (text: chunk) edges (a row costs
+// its edges plus one) and split them evenly over their groups; longer rows are split into pieces
+// of block_edges() / groups edges and merged as in hub_split. Balances blocks whatever the degree
 // distribution, at the price of merging rows cut by share boundaries.
 #include "solver.hpp"
 
@@ -53,12 +53,12 @@ class EdgeBalancedSolver final : public Solver {
   }
 
   HostPlan plan(const RowPointers& rows, const Schedule& s) const override {
-    // Consecutive rows gathered into groups costing at most `chunk`; a row with more than `chunk`
-    // edges is split instead, into pieces of chunk / groups edges, one lane group's part of a
+    // Consecutive rows gathered into groups costing at most block_edges(); a row with more edges
+    // is split instead, into pieces of block_edges() / groups edges, one lane group's part of a
     // block's edges (whole-chunk pieces on one group each made hubs the tail, up to 3.9x slower
     // on blogcatalog), and ends the group before it.
     HostPlan plan;
-    const int32_t piece = std::max(1, s.chunk / s.groups);
+    const int32_t edges = s.block_edges(), piece = std::max(1, edges / s.groups);
     HostPlan::Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
     HostPlan::Part groups{s.lanes, false, 0, HostPlan::kNoLimit, {}, true};
     int32_t first = 0, cost = 0;
@@ -67,14 +67,14 @@ class EdgeBalancedSolver final : public Solver {
     };
     for (int32_t i = 0; i < rows.rows; ++i) {
       const int32_t degree = rows.degree(i);
-      if (degree > s.chunk) {
+      if (degree > edges) {
         close(i);
         solvers::split_row(rows, i, piece, plan, chunks);
         first = i + 1;
         cost = 0;
         continue;
       }
-      if (cost + degree + 1 > s.chunk && i > first) {
+      if (cost + degree + 1 > edges && i > first) {
         close(i);
         first = i;
         cost = 0;

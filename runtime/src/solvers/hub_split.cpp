@@ -48,7 +48,7 @@ class HubSplitSolver final : public Solver {
     HostPlan plan;
     HostPlan::Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
     for (int32_t i = 0; i < rows.rows; ++i)
-      if (rows.degree(i) >= s.threshold) solvers::split_row(rows, i, s.chunk, plan, chunks);
+      if (rows.degree(i) >= s.threshold) solvers::split_row(rows, i, s.split_chunk(), plan, chunks);
     if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
     plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, s.threshold, {}});
     return plan;
