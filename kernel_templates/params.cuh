@@ -1,6 +1,7 @@
-// dfgnn kernel templates, part 0: the kernel parameter block and the dropout mask. Plain data and
-// one pure function, so the host runtime includes this same file to fill the block and the float64
-// reference draws the same mask (one definition on both sides).
+// dfgnn kernel templates, part 0: the kernel parameter block, the dropout mask and the model table.
+// Plain data and pure functions, so the host runtime includes this same file to fill the block,
+// the float64 reference draws the same mask and the host reads the same model facts as the kernels
+// (one definition on both sides).
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -30,6 +31,49 @@ DFGNN_HOST_DEVICE constexpr int balanced_heads_per_block(int groups, int heads) 
   return groups % heads == 0 ? heads : 1;
 }
 
+// ---------------------------------------------------------------- the model table
+// Inputs as bits of a mask: bit s is field s of dfgnn_inputs_t (and of dfgnn_grads_t), the values
+// of the C API's DFGNN_INPUT_* (op.cpp checks they agree).
+enum InputBit : unsigned {
+  kSlotH = 1u << 0,
+  kSlotHDst = 1u << 1,
+  kSlotQ = 1u << 2,
+  kSlotK = 1u << 3,
+  kSlotV = 1u << 4,
+  kSlotAttSrc = 1u << 5,  // [H, D] float32
+  kSlotAttDst = 1u << 6,  // [H, D] float32
+  kSlotBeta = 1u << 7,    // [1] float32
+  kSlotEdge = 1u << 8,    // [E, H, D] in the op's dtype, or [E, H] float32 logit terms (edge_logits)
+};
+
+// A pass's accumulator state: NS group-uniform scalars and NV vectors of D channels (passes.cuh's
+// Acc; a serialised state is NS + NV * D floats).
+struct StateShape {
+  int nv, ns;
+};
+
+// One row per model, indexed by dfgnn_model_t: what the host (validation, bindings, tools,
+// workspace sizes) and the kernels (passes.cuh asserts its states against it) must agree on.
+// Node features h, h_dst, q, k, v are [N, H, D] in the op's dtype.
+struct ModelTraits {
+  unsigned inputs;    // InputBits read (their gradients written), without edge features
+  bool edge;          // takes edge features (op.edge_features)
+  bool edge_logits;   // they are [E, H] float32 logit terms, not [E, H, D] features
+  StateShape forward, backward_row, backward_col;
+};
+
+// The table (dfgnn_model_t order: GAT, GATv2, Transformer, AGNN); a zero row for other values.
+DFGNN_HOST_DEVICE constexpr ModelTraits model_traits(int model) {
+  switch (model) {
+    case 0: return {kSlotH | kSlotAttSrc | kSlotAttDst, true, true, {1, 2}, {0, 1}, {1, 1}};  // GAT
+    case 1: return {kSlotH | kSlotHDst | kSlotAttSrc, true, false, {1, 2}, {2, 0}, {2, 0}};   // GATv2
+    case 2: return {kSlotQ | kSlotK | kSlotV, true, false, {1, 2}, {1, 0}, {2, 0}};            // Transformer
+    case 3: return {kSlotH | kSlotBeta, false, false, {1, 2}, {1, 2}, {2, 1}};                 // AGNN
+    default: return {0u, false, false, {0, 0}, {0, 0}, {0, 0}};
+  }
+}
+constexpr int kNumModels = 4;
+
 // Everything a kernel may need, passed by value; each model/pass reads its own fields.
 // The traversed structure (ptr/idx) is CSR (by destination) for forward and row passes, and
 // CSC for column passes.
@@ -56,9 +100,6 @@ struct Params {
   void* g2;              // gradient of x2
   float* param_part;     // [N, H, D] or [N, H]: per-node contributions to parameter gradients
   float* row_grad;       // [N, H, D] float32 scratch: row-pass part of an input gradient (AGNN)
-  float* grad_att_src;   // [H, D] (written by the parameter reduction)
-  float* grad_att_dst;   // [H, D]
-  float* grad_beta;      // [1]
   float* partials;       // split-row partial states [slot, H, state floats]
   const int4* segments;  // work list (node, begin, end, slot) or null: item = node, whole row
   const int4* hubs;      // merge list (node, first slot, slot count, -)

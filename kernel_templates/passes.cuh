@@ -103,6 +103,8 @@ struct Forward {
   using M = Var<G>;
   using T = typename G::T;
   static constexpr int NV = 1, NS = 2;  // acc; running max m, running sum l
+  static_assert(NV == model_traits(M::kModel).forward.nv && NS == model_traits(M::kModel).forward.ns,
+                "the model table's forward state (params.cuh) disagrees with the pass");
   static constexpr int U = batch_for<G::R*(M::kSeparateValue ? 2 : 1)>();
   static constexpr bool kHalfOccupancy = false;  // fits 64 registers by itself at small R
   using State = Acc<NV, NS, G::R>;
@@ -195,6 +197,8 @@ struct BackwardRow {
   using M = Var<G>;
   using Hooks = typename M::RowGrad;
   static constexpr int NV = Hooks::NV, NS = Hooks::NS;
+  static_assert(NV == model_traits(M::kModel).backward_row.nv && NS == model_traits(M::kModel).backward_row.ns,
+                "the model table's backward row state (params.cuh) disagrees with the variant's RowGrad");
   static constexpr int U = batch_for<G::R*(M::kSeparateValue ? 2 : 1)>();
   static constexpr bool kHalfOccupancy = false;
   using State = Acc<NV, NS, G::R>;
@@ -270,6 +274,8 @@ struct BackwardCol {
   using Col = typename Hooks::Col;
   using Nbr = typename Hooks::Nbr;
   static constexpr int NV = 1 + Hooks::NV, NS = Hooks::NS;
+  static_assert(NV == model_traits(M::kModel).backward_col.nv && NS == model_traits(M::kModel).backward_col.ns,
+                "the model table's backward column state (params.cuh) disagrees with the variant's ColGrad");
   // Each neighbour in flight holds its dout and model fragments plus lse, Delta and the partial
   // sums (counted as one more fragment); sized so the pass fits 64 registers at small R.
   static constexpr int U = batch_for<G::R*(2 + Hooks::kNbrFrags + (G::E ? 1 : 0))>();

@@ -57,6 +57,7 @@ __device__ __forceinline__ void load_param(const float* base, int head, int gl, 
 // ---------------------------------------------------------------- Graph Transformer
 template <typename G>
 struct Transformer {
+  static constexpr int kModel = 2;  // DFGNN_MODEL_TRANSFORMER: its row of model_traits (params.cuh)
   static constexpr int S = 1;
   static constexpr bool kSeparateValue = true;
   struct Row {
@@ -153,6 +154,7 @@ struct Transformer {
 // ---------------------------------------------------------------- GAT
 template <typename G>
 struct Gat {
+  static constexpr int kModel = 0;  // DFGNN_MODEL_GAT: its row of model_traits (params.cuh)
   static constexpr int S = 1;
   static constexpr bool kSeparateValue = false;
   struct Row {
@@ -259,6 +261,7 @@ struct Gat {
 // ---------------------------------------------------------------- GATv2
 template <typename G>
 struct Gatv2 {
+  static constexpr int kModel = 1;  // DFGNN_MODEL_GATV2: its row of model_traits (params.cuh)
   static constexpr int S = 1;
   // With edge features the key becomes h_j + edge_ij while h_j is aggregated: the value is then
   // loaded on its own (x2 = h, the same rows, mostly cache hits).
@@ -369,6 +372,7 @@ struct Gatv2 {
 
 template <typename G>
 struct Agnn {
+  static constexpr int kModel = 3;  // DFGNN_MODEL_AGNN: its row of model_traits (params.cuh)
   static_assert(!G::E, "AGNN takes no edge features");
   static constexpr float kAgnnEps = 1e-12f;  // torch.nn.functional.normalize's eps
   static constexpr int S = 2;  // h_i . h_j and |h_j|^2

@@ -53,27 +53,43 @@ size_t dtype_bytes(dfgnn_dtype_t d) { return d == DFGNN_DTYPE_FLOAT32 ? 4 : d ==
 
 // ---------------------------------------------------------------- per-model tensor accounting
 
-// Feature tensors [N, H, D] a model reads (and whose gradients the backward writes).
-int feature_inputs(dfgnn_model_t m) {
-  switch (m) {
-    case DFGNN_MODEL_GAT: return 1;          // h
-    case DFGNN_MODEL_GATV2: return 2;        // h, h_dst
-    case DFGNN_MODEL_TRANSFORMER: return 3;  // q, k, v
-    case DFGNN_MODEL_AGNN: return 1;         // h
-  }
-  return 0;
+// The inputs a model reads, as DFGNN_INPUT_* bits (the library's model table).
+uint32_t model_inputs(dfgnn_model_t m) {
+  uint32_t mask = 0;
+  return dfgnnModelInputs(m, 0, &mask, nullptr) == DFGNN_STATUS_SUCCESS ? mask : 0u;
 }
 
-// float32 parameters: attention vectors [H, D] (GAT 2, GATv2 1) or beta [1] (AGNN).
+// Feature tensors [N, H, D] a model reads (and whose gradients the backward writes).
+int feature_inputs(dfgnn_model_t m) {
+  const uint32_t features = DFGNN_INPUT_H | DFGNN_INPUT_H_DST | DFGNN_INPUT_Q | DFGNN_INPUT_K | DFGNN_INPUT_V;
+  return std::popcount(model_inputs(m) & features);
+}
+
+// float32 parameters: attention vectors [H, D] (att_src, att_dst) and beta [1].
 size_t param_floats(dfgnn_model_t m, int heads, int dim) {
+  const uint32_t inputs = model_inputs(m);
   const size_t hd = static_cast<size_t>(heads) * dim;
-  switch (m) {
-    case DFGNN_MODEL_GAT: return 2 * hd;
-    case DFGNN_MODEL_GATV2: return hd;
-    case DFGNN_MODEL_TRANSFORMER: return 0;
-    case DFGNN_MODEL_AGNN: return 1;
+  return std::popcount(inputs & (DFGNN_INPUT_ATT_SRC | DFGNN_INPUT_ATT_DST)) * hd + ((inputs & DFGNN_INPUT_BETA) ? 1 : 0);
+}
+
+// Points the slots a model reads (dfgnn_inputs_t / dfgnn_grads_t, DFGNN_NUM_INPUTS pointers), in
+// field order, at features[0], [1], ... and at the packed float32 parameters: attention vectors at
+// params and params + hd, beta at params.
+void point_slots(dfgnn_model_t m, const std::vector<DeviceBuffer>& features, float* params, size_t hd, void** slots) {
+  const uint32_t mask = model_inputs(m);
+  size_t f = 0, offset = 0;
+  for (int s = 0; s < DFGNN_NUM_INPUTS; ++s) {
+    const uint32_t bit = 1u << s;
+    if (!(mask & bit)) continue;
+    if (bit == DFGNN_INPUT_ATT_SRC || bit == DFGNN_INPUT_ATT_DST) {
+      slots[s] = params + offset;
+      offset += hd;
+    } else if (bit == DFGNN_INPUT_BETA) {
+      slots[s] = params;
+    } else {
+      slots[s] = features.at(f++).get();
+    }
   }
-  return 0;
 }
 
 // Feature rows gathered once per edge (neighbour reads, the traffic that dominates; DESIGN.md
@@ -674,30 +690,15 @@ struct Tensors {
   DeviceBuffer workspace;
 
   dfgnn_inputs_t inputs(dfgnn_model_t m, size_t set, int heads, int dim) const {
-    const auto& f = features[set % features.size()];
-    const float* p = params.get<float>();
-    const size_t hd = static_cast<size_t>(heads) * dim;
     dfgnn_inputs_t in{};
-    switch (m) {
-      case DFGNN_MODEL_GAT: in.h = f[0].get(), in.att_src = p, in.att_dst = p + hd; break;
-      case DFGNN_MODEL_GATV2: in.h = f[0].get(), in.h_dst = f[1].get(), in.att_src = p; break;
-      case DFGNN_MODEL_TRANSFORMER: in.q = f[0].get(), in.k = f[1].get(), in.v = f[2].get(); break;
-      case DFGNN_MODEL_AGNN: in.h = f[0].get(), in.beta = p; break;
-    }
+    point_slots(m, features[set % features.size()], params.get<float>(), static_cast<size_t>(heads) * dim,
+                reinterpret_cast<void**>(&in));
     return in;
   }
   dfgnn_grads_t grads(dfgnn_model_t m, int heads, int dim) const {
-    float* p = grad_params.get<float>();
-    const size_t hd = static_cast<size_t>(heads) * dim;
     dfgnn_grads_t g{};
-    switch (m) {
-      case DFGNN_MODEL_GAT: g.h = grad_features[0].get(), g.att_src = p, g.att_dst = p + hd; break;
-      case DFGNN_MODEL_GATV2: g.h = grad_features[0].get(), g.h_dst = grad_features[1].get(), g.att_src = p; break;
-      case DFGNN_MODEL_TRANSFORMER:
-        g.q = grad_features[0].get(), g.k = grad_features[1].get(), g.v = grad_features[2].get();
-        break;
-      case DFGNN_MODEL_AGNN: g.h = grad_features[0].get(), g.beta = p; break;
-    }
+    point_slots(m, grad_features, grad_params.get<float>(), static_cast<size_t>(heads) * dim,
+                reinterpret_cast<void**>(&g));
     return g;
   }
   void ensure_workspace(size_t bytes) {

@@ -61,23 +61,27 @@ void run_reference(dfgnn_graph_t graph, dfgnn_model_t model, const char* name, i
   std::vector<double> g_a(features), g_b(features), g_c(features), g_att1(vectors), g_att2(vectors);
   double g_beta = 0;
   dfgnn_grads_t grads{};
-  switch (model) {
-    case DFGNN_MODEL_GAT:
-      in.h = a.data(), in.att_src = att1.data(), in.att_dst = att2.data();
-      grads.h = g_a.data(), grads.att_src = g_att1.data(), grads.att_dst = g_att2.data();
-      break;
-    case DFGNN_MODEL_GATV2:
-      in.h = a.data(), in.h_dst = b.data(), in.att_src = att1.data();
-      grads.h = g_a.data(), grads.h_dst = g_b.data(), grads.att_src = g_att1.data();
-      break;
-    case DFGNN_MODEL_TRANSFORMER:
-      in.q = a.data(), in.k = b.data(), in.v = c.data();
-      grads.q = g_a.data(), grads.k = g_b.data(), grads.v = g_c.data();
-      break;
-    case DFGNN_MODEL_AGNN:
-      in.h = a.data(), in.beta = &beta;
-      grads.h = g_a.data(), grads.beta = &g_beta;
-      break;
+  // The inputs the model reads (the library's model table), in dfgnn_inputs_t order: features
+  // from a, b, c in turn, attention vectors from att1, att2, and beta.
+  uint32_t mask = 0;
+  check(dfgnnModelInputs(model, 0, &mask, nullptr), name);
+  double* const feats[] = {a.data(), b.data(), c.data()};
+  double* const g_feats[] = {g_a.data(), g_b.data(), g_c.data()};
+  double* const atts[] = {att1.data(), att2.data()};
+  double* const g_atts[] = {g_att1.data(), g_att2.data()};
+  const void** in_slots = reinterpret_cast<const void**>(&in);  // dfgnn_inputs_t is DFGNN_NUM_INPUTS pointers
+  void** grad_slots = reinterpret_cast<void**>(&grads);
+  int f = 0, v = 0;
+  for (int s = 0; s < DFGNN_NUM_INPUTS; ++s) {
+    const uint32_t bit = 1u << s;
+    if (!(mask & bit)) continue;
+    if (bit == DFGNN_INPUT_BETA) {
+      in_slots[s] = &beta, grad_slots[s] = &g_beta;
+    } else if (bit == DFGNN_INPUT_ATT_SRC || bit == DFGNN_INPUT_ATT_DST) {
+      in_slots[s] = atts[v], grad_slots[s] = g_atts[v], ++v;
+    } else {
+      in_slots[s] = feats[f], grad_slots[s] = g_feats[f], ++f;
+    }
   }
   const dfgnn_op_t op = dfgnnOpDefault(model, DFGNN_DTYPE_FLOAT64, heads, dim);
   std::vector<double> out(features), lse(static_cast<size_t>(n) * heads);

@@ -1,28 +1,34 @@
 """Model and dtype names, op descriptions, and the inputs each model reads."""
 
 from . import _dfgnn
-from ._errors import invalid_argument
+from ._errors import InvalidArgumentError, invalid_argument
 
 Model = _dfgnn.Model
 DType = _dfgnn.DType
 Direction = _dfgnn.Direction
 Op = _dfgnn.Op
 
-#: Inputs each model reads, in dfgnn_inputs_t order (features first, then parameters).
-MODEL_INPUTS = {
-    "gat": ("h", "att_src", "att_dst"),
-    "gatv2": ("h", "h_dst", "att_src"),
-    "transformer": ("q", "k", "v"),
-    "agnn": ("h", "beta"),
-}
+_MODELS = {"gat": Model.GAT, "gatv2": Model.GATV2, "transformer": Model.TRANSFORMER, "agnn": Model.AGNN}
+
+
+def _takes_edge(model):
+    try:
+        _dfgnn.model_inputs(model, True)
+    except InvalidArgumentError:  # "... takes no edge features"
+        return False
+    return True
+
+
+#: Inputs each model reads, in dfgnn_inputs_t order (features first, then parameters), from the
+#: library's model table (dfgnnModelInputs).
+MODEL_INPUTS = {name: tuple(_dfgnn.model_inputs(model)) for name, model in _MODELS.items()}
 FEATURE_INPUTS = ("h", "h_dst", "q", "k", "v")
 #: Models that take the optional ``edge`` input (PyG's edge_dim): GAT a [E, H] logit term per edge
 #: (float32; float64 for reference ops), GATv2 and Transformer [E, H, D] features (feature dtype),
 #: one row per edge id (the order of ``Graph.csr()[2]``). Giving it sets ``Op.edge_features``.
-EDGE_MODELS = ("gat", "gatv2", "transformer")
+EDGE_MODELS = tuple(name for name, model in _MODELS.items() if _takes_edge(model))
 
-_MODEL_NAMES = {"gat": Model.GAT, "gatv2": Model.GATV2, "transformer": Model.TRANSFORMER, "agnn": Model.AGNN,
-                "graph_transformer": Model.TRANSFORMER}
+_MODEL_NAMES = {**_MODELS, "graph_transformer": Model.TRANSFORMER}
 _DTYPE_NAMES = {
     "float32": DType.FLOAT32, "fp32": DType.FLOAT32, "float": DType.FLOAT32,
     "float16": DType.FLOAT16, "fp16": DType.FLOAT16, "half": DType.FLOAT16,

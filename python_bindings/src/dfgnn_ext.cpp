@@ -501,6 +501,7 @@ constexpr int kNumSlots = 9;
 constexpr std::array<const char*, kNumSlots> kSlots = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
 constexpr int kFeatureSlots = 5;  // h, h_dst, q, k, v hold [N, H, D] features; then parameters; then edge
 constexpr int kBetaSlot = 7, kEdgeSlot = 8;
+static_assert(kNumSlots == DFGNN_NUM_INPUTS && (1u << kEdgeSlot) == DFGNN_INPUT_EDGE && (1u << kBetaSlot) == DFGNN_INPUT_BETA);
 
 const char* model_name(dfgnn_model_t m) {
   switch (m) {
@@ -512,21 +513,26 @@ const char* model_name(dfgnn_model_t m) {
   return "?";
 }
 
-std::vector<int> model_slots(dfgnn_model_t m) {
-  switch (m) {
-    case DFGNN_MODEL_GAT: return {0, 5, 6};
-    case DFGNN_MODEL_GATV2: return {0, 1, 5};
-    case DFGNN_MODEL_TRANSFORMER: return {2, 3, 4};
-    case DFGNN_MODEL_AGNN: return {0, 7};
-  }
-  fail_arg("op", "value", "op.model " + std::to_string(static_cast<int>(m)) + " is not a dfgnn model");
+// The slots an op reads, in dfgnn_inputs_t order, from the library's model table.
+std::vector<int> slots_of_mask(uint32_t mask) {
+  std::vector<int> slots;
+  for (int i = 0; i < kNumSlots; ++i)
+    if ((mask >> i) & 1u) slots.push_back(i);
+  return slots;
+}
+
+std::vector<int> model_inputs(dfgnn_model_t m, bool edge_features, const char* function) {
+  uint32_t mask = 0;
+  check(dfgnnModelInputs(m, edge_features ? 1 : 0, &mask, nullptr), function);
+  return slots_of_mask(mask);
 }
 
 // The op's slots: its model's, plus edge with op.edge_features.
 std::vector<int> op_slots(const dfgnn_op_t& op) {
-  std::vector<int> slots = model_slots(op.model);
-  if (op.edge_features) slots.push_back(kEdgeSlot);
-  return slots;
+  uint32_t mask = 0;
+  if (dfgnnModelInputs(op.model, 0, &mask, nullptr) != DFGNN_STATUS_SUCCESS)
+    fail_arg("op", "value", "op.model " + std::to_string(static_cast<int>(op.model)) + " is not a dfgnn model");
+  return slots_of_mask(mask | (op.edge_features ? DFGNN_INPUT_EDGE : 0u));
 }
 
 std::string slot_list(const dfgnn_op_t& op) {
@@ -824,6 +830,13 @@ NB_MODULE(_dfgnn, m) {
   m.def("version", [] { return std::string(dfgnnGetVersion()); });
   m.def("status_string", [](int s) { return std::string(dfgnnGetStatusString(static_cast<dfgnn_status_t>(s))); });
   m.def("array_info", &array_info, "array"_a);
+  m.def("model_inputs", [](dfgnn_model_t model, bool edge_features) {
+    nb::list names;
+    for (int slot : model_inputs(model, edge_features, "model_inputs")) names.append(nb::str(kSlots[slot]));
+    return nb::tuple(names);
+  }, "model"_a, "edge_features"_a = false,
+        "Names of the inputs a model reads (dfgnnModelInputs), in dfgnn_inputs_t order; edge_features adds 'edge' "
+        "and fails for a model without edge features.");
 
   nb::enum_<dfgnn_model_t>(m, "Model", nb::is_arithmetic())
       .value("GAT", DFGNN_MODEL_GAT)

@@ -351,7 +351,7 @@ dfgnn_status_t dfgnnGetWorkspaceSize(dfgnn_context_t ctx, dfgnn_graph_t graph, c
     Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
-    const OpSchedules s = choose_schedules(c, g, o, direction, schedule, any_alignment(o));
+    const SchedulePair s = choose_schedules(c, g, o, direction, schedule, any_alignment(o));
     out_param(bytes, "bytes") = workspace_size(g, o, direction, s);
   });
 }
@@ -390,9 +390,8 @@ dfgnn_status_t dfgnnGetSchedule(dfgnn_context_t ctx, dfgnn_graph_t graph, const 
     Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
     const Graph& g = graph_of(graph);
     const dfgnn_op_t& o = op_of(op);
-    const OpSchedules s = choose_schedules(c, g, o, direction, schedule, any_alignment(o));
-    write_text(direction == DFGNN_FORWARD ? to_string(s.row) : to_string(s.row) + "|" + to_string(s.col), buffer,
-               capacity, length);
+    const SchedulePair s = choose_schedules(c, g, o, direction, schedule, any_alignment(o));
+    write_text(to_string(direction, s), buffer, capacity, length);
   });
 }
 
@@ -417,16 +416,13 @@ dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
     Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
     const dfgnn_op_t& o = op_of(op);
     if (arch < 50 || arch > 200) fail(DFGNN_STATUS_INVALID_ARGUMENT, "arch {} is not a compute capability like 90", arch);
-    OpSchedules s;
+    SchedulePair s;
     if (graph != nullptr) {
       s = choose_schedules(c, graph_of(graph), o, direction, schedule, any_alignment(o));
     } else {
       if (schedule == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "dfgnnCompile needs a graph or a schedule");
       validate_op(o, 0, 0);
-      const std::string text(schedule);
-      const size_t bar = text.find('|');
-      s.row = parse_schedule(text.substr(0, bar));
-      s.col = bar == std::string::npos ? s.row : parse_schedule(text.substr(bar + 1));
+      s = parse_schedules(direction, schedule);
       // Validity needs no graph data: check against an empty fingerprint.
       const dfgnn_fingerprint_t none{};
       PassProblem problem;

@@ -53,10 +53,11 @@ PassProblem problem_of_row(const db::TuningResult& row) {
   PassProblem p;
   p.op = dfgnnOpDefault(static_cast<dfgnn_model_t>(row.op.model), static_cast<dfgnn_dtype_t>(row.op.dtype),
                         row.op.heads, row.op.dim);
-  p.op.edge_features = row.op.variant / kEdgeVariant;
+  const KeyBits bits = unpack_key_bits(row.op.variant);
+  p.op.edge_features = bits.edge_features;
   p.pass = static_cast<PassKind>(row.op.direction);
   p.fingerprint = &row.fingerprint;
-  p.max_vec = row.op.variant % kEdgeVariant;
+  p.max_vec = bits.max_vec;
   return p;
 }
 
@@ -64,7 +65,6 @@ PassProblem problem_of_row(const db::TuningResult& row) {
 
 const char* level_name(DispatchLevel level) {
   switch (level) {
-    case DispatchLevel::Forced: return "forced";
     case DispatchLevel::Cache: return "cache";
     case DispatchLevel::Exact: return "exact";
     case DispatchLevel::Nearest: return "nearest";
@@ -84,6 +84,10 @@ std::shared_ptr<TuningHook> tuning_hook() {
   return registered_hook;
 }
 
+int32_t pack_key_bits(const KeyBits& bits) { return bits.max_vec + kEdgeVariant * bits.edge_features; }
+
+KeyBits unpack_key_bits(int32_t variant) { return {variant % kEdgeVariant, variant / kEdgeVariant}; }
+
 db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
   db::OpKey k;
   k.model = op.model;
@@ -91,15 +95,15 @@ db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
   k.heads = op.heads;
   k.dim = op.dim;
   k.direction = static_cast<int32_t>(pass);
-  k.variant = max_vec + (op.edge_features ? kEdgeVariant : 0);
+  k.variant = pack_key_bits({max_vec, op.edge_features ? 1 : 0});
   return k;
 }
 
 std::string row_problem(const db::TuningResult& row) {
   try {
     if (row.op.direction < 0 || row.op.direction > 2) return fmt::format("pass {} is unknown", row.op.direction);
-    const int32_t max_vec = row.op.variant % kEdgeVariant, edge = row.op.variant / kEdgeVariant;
-    if (row.op.variant < 0 || max_vec < 1 || max_vec > 8 || edge > 1)
+    const KeyBits bits = unpack_key_bits(row.op.variant);
+    if (row.op.variant < 0 || bits.max_vec < 1 || bits.max_vec > 8 || bits.edge_features > 1)
       return fmt::format("variant {} is not a vector limit 1..8 plus {} for edge features", row.op.variant, kEdgeVariant);
     const PassProblem problem = problem_of_row(row);
     validate_op(problem.op, row.fingerprint.num_nodes, row.fingerprint.num_edges);

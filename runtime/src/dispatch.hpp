@@ -26,7 +26,7 @@ namespace dfgnn {
 class Graph;
 struct Context;
 
-enum class DispatchLevel { Forced, Cache, Exact, Nearest, Tuned, Default };
+enum class DispatchLevel { Cache, Exact, Nearest, Tuned, Default };
 const char* level_name(DispatchLevel level);
 
 struct Decision {
@@ -54,9 +54,17 @@ std::shared_ptr<TuningHook> tuning_hook();
 
 enum class TuneMode { Off = 0, OnMiss = 1 };
 
-// The database key of a pass: OpKey::variant = the vector-width limit (it changes validity), plus
-// kEdgeVariant for ops with edge features (other kernels, other winners).
+// The runtime's key bits beyond the op's shape, stored in the database's OpKey::variant column:
+// the vector-width limit (it changes validity) and whether the op has edge features (other
+// kernels, other winners), packed as max_vec + kEdgeVariant * edge_features.
 constexpr int32_t kEdgeVariant = 16;
+struct KeyBits {
+  int32_t max_vec = 1;
+  int32_t edge_features = 0;
+};
+int32_t pack_key_bits(const KeyBits& bits);
+KeyBits unpack_key_bits(int32_t variant);  // unchecked: see row_problem for the range check
+// The database key of a pass.
 db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 // Checks a database row against the problem it would serve: "" if usable, else the reason.
 std::string row_problem(const db::TuningResult& row);

@@ -1,5 +1,6 @@
 #include "op.hpp"
 
+#include "api_guard.hpp"
 #include "error.hpp"
 
 #include <algorithm>
@@ -11,19 +12,23 @@ namespace dfgnn {
 
 const char* const kSlotNames[kNumSlots] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
 
-uint32_t model_slots(dfgnn_model_t model) {
-  switch (model) {
-    case DFGNN_MODEL_GAT: return kSlotH | kSlotAttSrc | kSlotAttDst;
-    case DFGNN_MODEL_GATV2: return kSlotH | kSlotHDst | kSlotAttSrc;
-    case DFGNN_MODEL_TRANSFORMER: return kSlotQ | kSlotK | kSlotV;
-    case DFGNN_MODEL_AGNN: return kSlotH | kSlotBeta;
-  }
-  fail(DFGNN_STATUS_INVALID_ARGUMENT, "model {} is not a dfgnn_model_t value", static_cast<int>(model));
+// The mask bits are the C API's.
+static_assert(kSlotH == DFGNN_INPUT_H && kSlotHDst == DFGNN_INPUT_H_DST && kSlotQ == DFGNN_INPUT_Q &&
+              kSlotK == DFGNN_INPUT_K && kSlotV == DFGNN_INPUT_V && kSlotAttSrc == DFGNN_INPUT_ATT_SRC &&
+              kSlotAttDst == DFGNN_INPUT_ATT_DST && kSlotBeta == DFGNN_INPUT_BETA && kSlotEdge == DFGNN_INPUT_EDGE);
+static_assert(kEdgeSlot == 8 && (1u << kEdgeSlot) == kSlotEdge);
+
+ModelTraits traits_of(dfgnn_model_t model) {
+  if (static_cast<int>(model) < 0 || static_cast<int>(model) >= kNumModels)
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "model {} is not a dfgnn_model_t value", static_cast<int>(model));
+  return model_traits(model);
 }
+
+uint32_t model_slots(dfgnn_model_t model) { return traits_of(model).inputs; }
 
 uint32_t op_slots(const dfgnn_op_t& op) { return model_slots(op.model) | (op.edge_features ? kSlotEdge : 0u); }
 
-int64_t edge_width(const dfgnn_op_t& op) { return op.model == DFGNN_MODEL_GAT ? 1 : op.dim; }
+int64_t edge_width(const dfgnn_op_t& op) { return traits_of(op.model).edge_logits ? 1 : op.dim; }
 
 int64_t slot_elements(const dfgnn_op_t& op, int slot, int64_t num_nodes, int64_t num_edges) {
   const int64_t hd = int64_t{op.heads} * op.dim;
@@ -33,7 +38,7 @@ int64_t slot_elements(const dfgnn_op_t& op, int slot, int64_t num_nodes, int64_t
 }
 
 bool slot_in_op_dtype(const dfgnn_op_t& op, int slot) {
-  return slot < 5 || (slot == kEdgeSlot && op.model != DFGNN_MODEL_GAT);
+  return slot < 5 || (slot == kEdgeSlot && !traits_of(op.model).edge_logits);
 }
 
 const char* model_name(dfgnn_model_t model) {
@@ -81,8 +86,9 @@ void validate_op(const dfgnn_op_t& op, int64_t num_nodes, int64_t num_edges) {
           num_nodes, op.heads, op.dim);
   require(op.edge_features == 0 || op.edge_features == 1, "op.edge_features must be 0 or 1 (got {})",
           op.edge_features);
-  require(!op.edge_features || op.model != DFGNN_MODEL_AGNN,
-          "op.edge_features is set but agnn takes no edge features (PyG's AGNNConv has no edge_dim)");
+  require(!op.edge_features || traits_of(op.model).edge,
+          "op.edge_features is set but {} takes no edge features{}", model_name(op.model),
+          op.model == DFGNN_MODEL_AGNN ? " (PyG's AGNNConv has no edge_dim)" : "");
   require(!op.edge_features || static_cast<double>(num_edges) * op.heads * edge_width(op) < kMaxElements,
           "E*H*D = {}*{}*{} edge features are too many", num_edges, op.heads, edge_width(op));
   require(std::isfinite(op.negative_slope), "op.negative_slope must be finite");
@@ -119,3 +125,17 @@ double effective_scale(const dfgnn_op_t& op) {
 }
 
 }  // namespace dfgnn
+
+dfgnn_status_t dfgnnModelInputs(dfgnn_model_t model, int32_t edge_features, uint32_t* inputs, int32_t* edge_logits) {
+  using namespace dfgnn;
+  return guard([&] {
+    if (inputs == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "inputs is null");
+    const ModelTraits traits = traits_of(model);
+    if (edge_features != 0 && edge_features != 1)
+      fail(DFGNN_STATUS_INVALID_ARGUMENT, "edge_features must be 0 or 1 (got {})", edge_features);
+    if (edge_features && !traits.edge)
+      fail(DFGNN_STATUS_INVALID_ARGUMENT, "{} takes no edge features", model_name(model));
+    *inputs = traits.inputs | (edge_features ? kSlotEdge : 0u);
+    if (edge_logits != nullptr) *edge_logits = traits.edge_logits ? 1 : 0;
+  });
+}

@@ -1,29 +1,25 @@
 // Op description checks shared by the reference ops and the GPU ops: dims, dtype, and which
-// input/gradient slots a model reads.
+// input/gradient slots a model reads (from the model table, kernel_templates/params.cuh).
 #pragma once
 
 #include <dfgnn/dfgnn.h>
 
+#include <vector_types.h>  // int4, which params.cuh uses (host includers bring it; NVRTC has it built in)
+
 #include <cstdint>
+
+#include "params.cuh"
 
 namespace dfgnn {
 
-// Input slots as a bit set, in dfgnn_inputs_t field order.
-enum Slot : uint32_t {
-  kSlotH = 1u << 0,
-  kSlotHDst = 1u << 1,
-  kSlotQ = 1u << 2,
-  kSlotK = 1u << 3,
-  kSlotV = 1u << 4,
-  kSlotAttSrc = 1u << 5,
-  kSlotAttDst = 1u << 6,
-  kSlotBeta = 1u << 7,
-  kSlotEdge = 1u << 8,
-};
+// Input slots as a bit set, in dfgnn_inputs_t field order: kSlotH ... kSlotEdge (params.cuh,
+// equal to the C API's DFGNN_INPUT_*).
 constexpr int kNumSlots = 9;
 constexpr int kEdgeSlot = 8;  // index of kSlotEdge
 extern const char* const kSlotNames[kNumSlots];
 
+// The model's row of the model table (params.cuh); INVALID_ARGUMENT for a value that is no model.
+ModelTraits traits_of(dfgnn_model_t model);
 // The slots a model reads (and whose gradients its backward writes), without edge features.
 uint32_t model_slots(dfgnn_model_t model);
 // The slots an op reads: its model's, plus edge when op.edge_features is set.

@@ -4,10 +4,12 @@
 #include "cuda.hpp"
 #include "error.hpp"
 #include "graph.hpp"
+#include "kernel_names.hpp"
 #include "op.hpp"
 #include "nvrtc.hpp"
 #include "plan.hpp"
 #include "recipe.hpp"
+#include "solver.hpp"
 
 #include <vector_types.h>
 
@@ -19,73 +21,9 @@
 namespace dfgnn {
 namespace {
 
-constexpr int32_t kMergeGroups = 8;  // merge/prep kernels: 8 groups of 32 lanes (or 256 / L groups)
 constexpr int32_t kReduceBlocks = 264;
 constexpr size_t kAlign = 256;
 constexpr int64_t kMaxGridBlocks = 0x7fffffff;  // gridDim.x limit
-
-const char* element_type(dfgnn_dtype_t dtype) {
-  switch (dtype) {
-    case DFGNN_DTYPE_FLOAT32: return "float";
-    case DFGNN_DTYPE_FLOAT16: return "dfgnn::f16";
-    case DFGNN_DTYPE_BFLOAT16: return "dfgnn::bf16";
-    default: fail(DFGNN_STATUS_NOT_SUPPORTED, "GPU ops take float32, float16 or bfloat16 features, not {}", dtype_name(dtype));
-  }
-}
-
-const char* variant_type(dfgnn_model_t model) {
-  switch (model) {
-    case DFGNN_MODEL_GAT: return "dfgnn::Gat";
-    case DFGNN_MODEL_GATV2: return "dfgnn::Gatv2";
-    case DFGNN_MODEL_TRANSFORMER: return "dfgnn::Transformer";
-    case DFGNN_MODEL_AGNN: return "dfgnn::Agnn";
-  }
-  return "?";
-}
-
-const char* pass_type(PassKind pass) {
-  switch (pass) {
-    case PassKind::Forward: return "dfgnn::Forward";
-    case PassKind::BackwardRow: return "dfgnn::BackwardRow";
-    case PassKind::BackwardCol: return "dfgnn::BackwardCol";
-  }
-  return "?";
-}
-
-std::string geo(const dfgnn_op_t& op, int32_t lanes, int32_t vec, bool edge_features) {
-  return fmt::format("dfgnn::Geo<{},{},{},{},{},{}>", element_type(op.dtype), op.dim, op.heads, lanes, vec,
-                     edge_features ? "true" : "false");
-}
-
-std::string pass_of(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
-  return fmt::format("{}<{},{}>", pass_type(pass), geo(op, lanes, vec, op.edge_features != 0), variant_type(op.model));
-}
-
-std::string rows_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups, int32_t team) {
-  return fmt::format("&dfgnn::rows_kernel<{},{},{}>", pass_of(op, pass, lanes, vec), groups, team);
-}
-
-std::string balanced_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups) {
-  return fmt::format("&dfgnn::balanced_kernel<{},{}>", pass_of(op, pass, lanes, vec), groups);
-}
-
-std::string merge_name(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
-  return fmt::format("&dfgnn::merge_kernel<{},{}>", pass_of(op, pass, lanes, vec), 256 / lanes);
-}
-
-// Kernel shape for a plan part, from the schedule (plans are shared by schedules that differ
-// only in lanes, groups or vec): a hybrid's warp bins (marked 32 lanes in the plan; a hybrid's
-// own lanes are fewer) use 8 whole warps; an edge-balanced schedule's row groups run on its
-// balanced kernel and its split rows on 256-thread blocks (the hub-split kernels); everything
-// else the schedule's groups of its lanes.
-struct PartShape {
-  int32_t kernel_index, lanes, groups, team;
-};
-PartShape part_shape(const Schedule& s, const HostPlan::Part& part) {
-  if (s.solver == SolverId::Hybrid && part.lanes == 32) return {1, 32, kMergeGroups, 1};
-  if (s.solver == SolverId::EdgeBalanced) return part.row_groups ? PartShape{2, s.lanes, s.groups, 1} : PartShape{0, s.lanes, 256 / s.lanes, 1};
-  return {0, s.lanes, s.groups, s.team};
-}
 
 // Largest vector width (in elements) every feature pointer's alignment allows.
 int32_t alignment_vec(const dfgnn_op_t& op, std::initializer_list<const void*> pointers) {
@@ -166,8 +104,16 @@ void launch_kernel(cudaKernel_t kernel, unsigned grid, unsigned block, size_t sm
 
 int64_t blocks_for(int64_t work, int64_t per_block) { return (work + per_block - 1) / per_block; }
 
-// The launches of one pass: rows kernels per plan part, then the merge of split rows.
+// A kernel of a loaded module by its name expression (the module was compiled from `names`).
+cudaKernel_t kernel_named(const LoadedModule& module, const std::vector<std::string>& names, const std::string& name) {
+  const auto found = std::find(names.begin(), names.end(), name);
+  if (found == names.end()) fail(DFGNN_STATUS_INTERNAL_ERROR, "kernel {} is not among the module's kernels", name);
+  return module.kernel(static_cast<size_t>(found - names.begin()));
+}
+
+// The launches of one pass, as its solver shapes them over its plan.
 PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
+  const Solver& solver = solver_of(s);
   PassRecipe r;
   const DeviceCompressed& structure = pass == PassKind::BackwardCol ? g.device_csc() : g.device_csr();
   r.ptr = structure.ptr.as<const int>();
@@ -175,38 +121,33 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
   if (pass == PassKind::BackwardCol) r.eid = structure.eid.as<const int>();
   if (op.edge_features) r.edge_id = g.device_csr().eid.as<const int>();
   r.plan = get_plan(g, pass, s);
-  r.slots = r.plan->host().num_slots;
+  const HostPlan& plan = r.plan->host();
+  r.slots = plan.num_slots;
   const Plan::Device& device = r.plan->device();
-  r.module = ctx.modules.loaded(pass_kernel_names(op, pass, s), ctx.current_arch());
-  const size_t smem_per_group = static_cast<size_t>(state_floats(op, pass)) * sizeof(float);
-  for (size_t k = 0; k < r.plan->host().parts.size(); ++k) {
-    const HostPlan::Part& part = r.plan->host().parts[k];
-    const PartShape shape = part_shape(s, part);
-    KernelLaunch l;
-    l.kernel = r.module->kernel(shape.kernel_index);
-    l.list = part.whole_rows ? nullptr : device.parts[k].as<const int4>();
-    l.count = part.whole_rows ? g.num_nodes() : static_cast<int32_t>(part.segments.size());
-    l.min_degree = part.min_degree;
-    l.max_degree = part.max_degree;
-    // Row groups: one block per (row group, block's heads); otherwise one team per (item, head).
-    const int64_t blocks = part.row_groups ? int64_t{l.count} * (op.heads / balanced_heads_per_block(shape.groups, op.heads))
-                                           : blocks_for(int64_t{l.count} * op.heads, shape.groups / shape.team);
-    if (blocks > kMaxGridBlocks)
+  const std::vector<std::string> names = solver.kernels(op, pass, s);
+  r.module = ctx.modules.loaded(names, ctx.current_arch());
+  for (const Launch& launch : solver.launches(op, pass, s, plan, g.num_nodes())) {
+    if (launch.grid > kMaxGridBlocks)
       fail(DFGNN_STATUS_NOT_SUPPORTED, "schedule {} needs {} blocks for this graph, more than a grid holds ({}); "
-           "a larger chunk or more groups per block would fit", to_string(s), blocks, kMaxGridBlocks);
-    l.grid = static_cast<unsigned>(blocks);
-    l.block = shape.groups * shape.lanes;
-    l.smem = shape.team > 1 || part.row_groups ? shape.groups * smem_per_group : 0;
-    r.rows.push_back(l);
-  }
-  if (!r.plan->host().hubs.empty()) {
+           "a larger chunk or more groups per block would fit", to_string(s), launch.grid, kMaxGridBlocks);
     KernelLaunch l;
-    l.kernel = r.module->kernel(s.solver == SolverId::Hybrid ? 2 : 1);
-    l.list = device.hubs.as<const int4>();
-    l.count = static_cast<int32_t>(r.plan->host().hubs.size());
-    l.grid = static_cast<unsigned>(blocks_for(int64_t{l.count} * op.heads, 256 / (s.solver == SolverId::Hybrid ? 32 : s.lanes)));
-    l.block = 256;
-    r.merge = l;
+    l.what = fmt::format("{} kernel launch ({})", launch.role, solver.name());
+    l.kernel = kernel_named(*r.module, names, launch.kernel);
+    l.grid = static_cast<unsigned>(launch.grid);
+    l.block = static_cast<unsigned>(launch.block);
+    l.smem = launch.smem;
+    if (launch.part == Launch::kHubList) {
+      l.merge = true;
+      l.list = device.hubs.as<const int4>();
+      l.count = static_cast<int32_t>(plan.hubs.size());
+    } else {
+      const HostPlan::Part& part = plan.parts.at(static_cast<size_t>(launch.part));
+      l.list = part.whole_rows ? nullptr : device.parts[static_cast<size_t>(launch.part)].as<const int4>();
+      l.count = solvers::part_items(part, g.num_nodes());
+      l.min_degree = part.min_degree;
+      l.max_degree = part.max_degree;
+    }
+    r.launches.push_back(l);
   }
   return r;
 }
@@ -218,17 +159,17 @@ void launch_pass(const PassRecipe& r, int32_t num_nodes, Params p, cudaStream_t 
   p.edge_id = r.edge_id;
   p.num_nodes = num_nodes;
   void* args[] = {&p};
-  for (const KernelLaunch& l : r.rows) {
-    p.segments = l.list;
-    p.num_items = l.count;
-    p.min_degree = l.min_degree;
-    p.max_degree = l.max_degree;
-    launch_kernel(l.kernel, l.grid, l.block, l.smem, stream, args, "rows kernel launch");
-  }
-  if (r.merge) {
-    p.hubs = r.merge->list;
-    p.num_hubs = r.merge->count;
-    launch_kernel(r.merge->kernel, r.merge->grid, r.merge->block, 0, stream, args, "merge kernel launch");
+  for (const KernelLaunch& l : r.launches) {
+    if (l.merge) {
+      p.hubs = l.list;
+      p.num_hubs = l.count;
+    } else {
+      p.segments = l.list;
+      p.num_items = l.count;
+      p.min_degree = l.min_degree;
+      p.max_degree = l.max_degree;
+    }
+    launch_kernel(l.kernel, l.grid, l.block, l.smem, stream, args, l.what.c_str());
   }
 }
 
@@ -250,12 +191,6 @@ void set_dropout(const dfgnn_op_t& op, Params& p) {
   p.dropout_scale = dropout_scale(op);
 }
 
-const Schedule& parse_checked(const PassProblem& problem, const std::string& text, Schedule& out) {
-  out = parse_schedule(text);
-  require_valid(problem, out);
-  return out;
-}
-
 void check_gpu_op(const Graph& g, const dfgnn_op_t* op) {
   if (op == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "op is null");
   validate_op(*op, g.num_nodes(), g.num_edges());
@@ -273,7 +208,7 @@ PassProblem pass_problem(const Graph& graph, const dfgnn_op_t& op, PassKind pass
   return p;
 }
 
-OpSchedules choose_schedules(Context& ctx, const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
+SchedulePair choose_schedules(Context& ctx, const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
                              const char* forced, int32_t max_vec) {
   check_gpu_op(graph, &op);
   if (direction != DFGNN_FORWARD && direction != DFGNN_BACKWARD)
@@ -281,63 +216,30 @@ OpSchedules choose_schedules(Context& ctx, const Graph& graph, const dfgnn_op_t&
   const PassKind first = direction == DFGNN_FORWARD ? PassKind::Forward : PassKind::BackwardRow;
   const PassProblem row = pass_problem(graph, op, first, max_vec);
   const PassProblem col = pass_problem(graph, op, PassKind::BackwardCol, max_vec);
-  OpSchedules s;
+  SchedulePair s;
   if (forced == nullptr || *forced == '\0') {
     s.row = ctx.dispatcher.decide(ctx, graph, op, first, max_vec).schedule;
     if (direction == DFGNN_BACKWARD) s.col = ctx.dispatcher.decide(ctx, graph, op, PassKind::BackwardCol, max_vec).schedule;
     return s;
   }
-  const std::string text(forced);
-  const size_t bar = text.find('|');
-  if (direction == DFGNN_FORWARD) {
-    if (bar != std::string::npos) fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': '|' separates the backward's row and column schedules; a forward takes one", text);
-    parse_checked(row, text, s.row);
-    return s;
-  }
-  parse_checked(row, text.substr(0, bar), s.row);
-  parse_checked(col, bar == std::string::npos ? text : text.substr(bar + 1), s.col);
+  s = parse_schedules(direction, forced);
+  require_valid(row, s.row);
+  if (direction == DFGNN_BACKWARD) require_valid(col, s.col);
   return s;
 }
 
 std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
-  switch (s.solver) {
-    case SolverId::Subwarp:
-    case SolverId::BlockRow: return {rows_name(op, pass, s.lanes, s.vec, s.groups, s.team)};
-    case SolverId::HubSplit: return {rows_name(op, pass, s.lanes, s.vec, s.groups, 1), merge_name(op, pass, s.lanes, s.vec)};
-    case SolverId::Hybrid:
-      return {rows_name(op, pass, s.lanes, s.vec, s.groups, 1), rows_name(op, pass, 32, s.vec, kMergeGroups, 1),
-              merge_name(op, pass, 32, s.vec)};
-    case SolverId::EdgeBalanced:
-      return {rows_name(op, pass, s.lanes, s.vec, 256 / s.lanes, 1), merge_name(op, pass, s.lanes, s.vec),
-              balanced_name(op, pass, s.lanes, s.vec, s.groups)};
-  }
-  fail(DFGNN_STATUS_INTERNAL_ERROR, "unknown solver {}", static_cast<int>(s.solver));
+  return solver_of(s).kernels(op, pass, s);
 }
 
 std::vector<std::string> backward_helper_names(const dfgnn_op_t& op) {
-  const int32_t lanes = lanes_for_dim(op.dim, 1);
-  const std::string g = geo(op, lanes, 1, false);  // the prep kernel reads no edge features
-  std::vector<std::string> names{
-      fmt::format("&dfgnn::prep_kernel<{},{},{}>", g, variant_type(op.model), 256 / lanes)};
-  switch (op.model) {
-    case DFGNN_MODEL_GAT:
-      names.push_back(fmt::format("&dfgnn::reduce_nodes_stage1<{},{},true>", element_type(op.dtype), op.dim));
-      names.push_back("&dfgnn::reduce_nodes_stage2<false>");
-      break;
-    case DFGNN_MODEL_GATV2:
-      names.push_back(fmt::format("&dfgnn::reduce_nodes_stage1<float,{},false>", op.dim));
-      names.push_back("&dfgnn::reduce_nodes_stage2<false>");
-      break;
-    case DFGNN_MODEL_AGNN:
-      names.push_back("&dfgnn::reduce_nodes_stage1<float,1,false>");
-      names.push_back("&dfgnn::reduce_nodes_stage2<true>");
-      break;
-    case DFGNN_MODEL_TRANSFORMER: break;
-  }
+  std::vector<std::string> names{prep_kernel(op)};
+  for (std::string reduce : {reduce_stage1_kernel(op), reduce_stage2_kernel(op)})
+    if (!reduce.empty()) names.push_back(std::move(reduce));
   return names;
 }
 
-size_t workspace_size(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction, const OpSchedules& s) {
+size_t workspace_size(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction, const SchedulePair& s) {
   const PassKind first = direction == DFGNN_FORWARD ? PassKind::Forward : PassKind::BackwardRow;
   const int32_t row_slots = get_plan(graph, first, s.row)->host().num_slots;
   const int32_t col_slots =
@@ -368,7 +270,13 @@ std::shared_ptr<const Recipe> recipe_for(Context& ctx, const Graph& g, const dfg
   } else {
     r->first = build_pass(ctx, g, op, PassKind::BackwardRow, r->schedules.row);
     r->second = build_pass(ctx, g, op, PassKind::BackwardCol, r->schedules.col);
-    r->helpers = ctx.modules.loaded(backward_helper_names(op), ctx.current_arch());
+    const std::vector<std::string> names = backward_helper_names(op);
+    r->helpers = ctx.modules.loaded(names, ctx.current_arch());
+    r->prep = kernel_named(*r->helpers, names, prep_kernel(op));
+    if (const std::string stage1 = reduce_stage1_kernel(op); !stage1.empty()) {
+      r->reduce_stage1 = kernel_named(*r->helpers, names, stage1);
+      r->reduce_stage2 = kernel_named(*r->helpers, names, reduce_stage2_kernel(op));
+    }
   }
   r->workspace_bytes = workspace_bytes(op, direction, g.num_nodes(), r->first.slots, r->second.slots);
   return g.store_recipe(key, std::move(r));
@@ -456,12 +364,11 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   p.scale = static_cast<float>(effective_scale(op));
   set_dropout(op, p);
 
-  const LoadedModule& helpers = *recipe->helpers;
   const int32_t prep_lanes = lanes_for_dim(op.dim, 1);
   {
     void* args[] = {&p};
     const auto grid = static_cast<unsigned>(blocks_for(int64_t{n} * op.heads, 256 / prep_lanes));
-    launch_kernel(helpers.kernel(0), grid, 256, 0, launch.stream, args, "prep kernel launch");
+    launch_kernel(recipe->prep, grid, 256, 0, launch.stream, args, "prep kernel launch");
   }
   launch_pass(recipe->first, n, p, launch.stream);
   launch_pass(recipe->second, n, p, launch.stream);
@@ -472,10 +379,10 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
     int nodes_per_block = (n + blocks - 1) / blocks;
     const int used_blocks = (n + nodes_per_block - 1) / nodes_per_block;
     void* args1[] = {&x, &weights, const_cast<int32_t*>(&n), &cols, &nodes_per_block, const_cast<float**>(&w.stage)};
-    launch_kernel(helpers.kernel(1), used_blocks, 256, 0, launch.stream, args1, "reduce kernel launch");
+    launch_kernel(recipe->reduce_stage1, used_blocks, 256, 0, launch.stream, args1, "reduce kernel launch");
     int b = used_blocks;
     void* args2[] = {const_cast<float**>(&w.stage), &b, &cols, &result};
-    launch_kernel(helpers.kernel(2), 1, 256, 0, launch.stream, args2, "reduce kernel launch");
+    launch_kernel(recipe->reduce_stage2, 1, 256, 0, launch.stream, args2, "reduce kernel launch");
   };
   const int hd = op.heads * op.dim;
   switch (op.model) {

@@ -20,30 +20,23 @@ struct LaunchArgs {
   cudaStream_t stream = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  // Forced schedule text, or null for the default rule. Backward: "ROW|COL" or one schedule
-  // used for both passes.
+  // Forced schedule text (parse_schedules), or null for the default rule.
   const char* schedule = nullptr;
-};
-
-// The chosen schedules of an op direction (forward: `row` only).
-struct OpSchedules {
-  Schedule row;  // forward or backward row pass
-  Schedule col;  // backward column pass
 };
 
 // Schedules that would run (forced text validated, else the default rule). max_vec as allowed by
 // the data's alignment (16 bytes / dtype size when unknown).
-OpSchedules choose_schedules(Context& ctx, const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
+SchedulePair choose_schedules(Context& ctx, const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
                              const char* forced, int32_t max_vec);
 PassProblem pass_problem(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 
-// NVRTC name expressions a pass needs under a schedule (rows kernels, then the merge kernel for
-// split rows), and the helper kernels of a backward (prep, parameter reductions).
+// NVRTC name expressions a pass may launch under a schedule (its solver's kernels()), and the
+// helper kernels of a backward (prep, parameter reductions).
 std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, const Schedule& s);
 std::vector<std::string> backward_helper_names(const dfgnn_op_t& op);
 
 size_t workspace_size(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
-                      const OpSchedules& schedules);
+                      const SchedulePair& schedules);
 
 void forward(Context& ctx, const Graph& graph, const dfgnn_op_t& op, const dfgnn_inputs_t& in, void* out,
              float* lse, const LaunchArgs& launch);

@@ -40,7 +40,8 @@ struct HostPlan {
   int32_t num_slots = 0;      // partial states per head
 };
 
-// Work lists for a schedule over a structure (CSR or CSC). Hand-checkable: see tests/cpu/test_plan.cpp.
+// Work lists for a schedule over a structure (CSR or CSC), as the schedule's solver plans them
+// (Solver::plan). Hand-checkable: see tests/cpu/test_plan.cpp.
 HostPlan make_plan(const Compressed& structure, const Schedule& schedule);
 
 // A plan plus its device copies (uploaded on first use).

@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,13 +32,16 @@ struct RecipeKeyHash {
   size_t operator()(const RecipeKey& k) const noexcept;
 };
 
-// One kernel launch of a pass, with the Params fields that differ between its launches.
+// One kernel launch of a pass (a solver's Launch, resolved), with the Params fields that differ
+// between its launches.
 struct KernelLaunch {
+  std::string what;  // "<role> kernel launch (<solver>)", for launch errors
   cudaKernel_t kernel = nullptr;
   unsigned grid = 0, block = 0;
   size_t smem = 0;
-  const int4* list = nullptr;  // rows kernel: chunk segments (null: whole rows); merge: hub list
-  int32_t count = 0;           // rows kernel: items (rows or segments); merge: hubs
+  bool merge = false;          // over the split rows to merge (Params::hubs), else over a plan part
+  const int4* list = nullptr;  // a part's segments (null: whole rows), or the hub list
+  int32_t count = 0;           // items (rows or segments), or hubs
   int32_t min_degree = 0, max_degree = 0;
 };
 
@@ -48,19 +50,21 @@ struct PassRecipe {
   const int* idx = nullptr;
   const int* eid = nullptr;  // column pass: CSR positions of the CSC entries (dropout's edge ids)
   const int* edge_id = nullptr;  // ops with edge features: the CSR's edge ids (rows of the edge features)
-  std::vector<KernelLaunch> rows;
-  std::optional<KernelLaunch> merge;  // split rows' partial states merged
+  std::vector<KernelLaunch> launches;  // in launch order
   int32_t slots = 0;                  // partial-state slots per head
   std::shared_ptr<const Plan> plan;   // keeps the work lists and kernels alive
   std::shared_ptr<const LoadedModule> module;
 };
 
 struct Recipe {
-  OpSchedules schedules;
+  SchedulePair schedules;
   size_t workspace_bytes = 0;
   PassRecipe first;   // forward, or the backward's row pass
   PassRecipe second;  // the backward's column pass
-  std::shared_ptr<const LoadedModule> helpers;  // backward: prep and parameter reductions
+  // Backward: the prep kernel and the parameter reduction's two stages (null when the model has
+  // no parameter to reduce), and the module that holds them.
+  std::shared_ptr<const LoadedModule> helpers;
+  cudaKernel_t prep = nullptr, reduce_stage1 = nullptr, reduce_stage2 = nullptr;
 };
 
 }  // namespace dfgnn

@@ -1,7 +1,6 @@
-// Schedules (how a pass is mapped onto threads) and the solvers that own them. One Schedule
-// struct with one field list (visit) gives the text form, parsing, equality and the kernel
-// specialisation; each solver declares its own applicability, default, validity check and
-// search space (the tuner enumerates it).
+// Schedules: how a pass is mapped onto threads. One Schedule struct with one field list (visit)
+// gives the text form, parsing and equality; the solver named by a schedule (solver.hpp) gives
+// everything else: validity, search space, plans and kernel launches.
 #pragma once
 
 #include <dfgnn/dfgnn.h>
@@ -27,8 +26,14 @@ struct Schedule {
   int32_t vec = 1;        // channels per vector load (16-byte loads when vec * dtype size = 16)
   int32_t mid = 0;        // Hybrid: rows of degree >= mid use whole warps, below it `lanes` lanes
   int32_t threshold = 0;  // HubSplit, Hybrid: rows of degree >= threshold are split into chunks
-  int32_t chunk = 0;      // HubSplit, Hybrid: edges per chunk of a split row; EdgeBalanced: edges
-                          // per block (longer rows are split into pieces of chunk / groups edges)
+  int32_t chunk = 0;      // edges: one field, two meanings, read through the names below (the
+                          // text keeps "chunk", so stored schedules stay valid)
+
+  // HubSplit, Hybrid: edges per chunk of a split row.
+  int32_t split_chunk() const { return chunk; }
+  // EdgeBalanced: edges per block (row groups cost at most this; longer rows are split into
+  // pieces of block_edges() / groups edges).
+  int32_t block_edges() const { return chunk; }
 
   // The one field list: name and member, in text order.
   template <typename Self, typename F>
@@ -51,6 +56,17 @@ std::string to_string(const Schedule& s);
 // Error(PARSE_ERROR) naming it. Fields may be omitted: they keep the solver's default values.
 Schedule parse_schedule(const std::string& text);
 
+// The schedules of an op direction: a forward's (`row` only) or a backward's row and column
+// passes. Text: one schedule for a forward; "ROW|COL" for a backward, or one schedule for both.
+struct SchedulePair {
+  Schedule row;  // forward or backward row pass
+  Schedule col;  // backward column pass
+  bool operator==(const SchedulePair&) const = default;
+};
+// Error(PARSE_ERROR) naming the problem (a '|' in a forward's text included).
+SchedulePair parse_schedules(dfgnn_direction_t direction, const std::string& text);
+std::string to_string(dfgnn_direction_t direction, const SchedulePair& s);
+
 // What a pass computes, as far as schedules care.
 struct PassProblem {
   dfgnn_op_t op{};
@@ -59,23 +75,7 @@ struct PassProblem {
   int32_t max_vec = 1;  // largest vector width the data's alignment allows (>= 1)
 };
 
-class Solver {
- public:
-  virtual ~Solver() = default;
-  virtual SolverId id() const = 0;
-  // Cheap: whether any schedule of this solver suits the problem (e.g. a graph has hubs).
-  virtual bool applicable(const PassProblem& problem) const = 0;
-  // An always-valid schedule of this solver for the problem.
-  virtual Schedule default_schedule(const PassProblem& problem) const = 0;
-  // Empty when the schedule is valid for the problem, else the reason (schedules from a
-  // database or the command line are checked before they are compiled).
-  virtual std::string invalid_reason(const PassProblem& problem, const Schedule& s) const;
-  // The search space, lazily small: valid schedules only.
-  virtual std::vector<Schedule> enumerate(const PassProblem& problem) const = 0;
-};
-
-const std::vector<const Solver*>& all_solvers();
-const Solver* find_solver(SolverId id);  // null if unknown
+// The solvers themselves (applicability, defaults, search space, plans, launches): solver.hpp.
 
 // Rule used without tuning: hub split (rows of >= 256 edges cut into 256-edge chunks) where the
 // traversed structure has such rows, else the sub-warp mapping sized to D.
@@ -85,7 +85,7 @@ std::vector<Schedule> enumerate_schedules(const PassProblem& problem);
 // Throws Error(INVALID_ARGUMENT) with the reason if the schedule is not valid for the problem.
 void require_valid(const PassProblem& problem, const Schedule& s);
 
-// Floats of one serialised pass state: NS + NV * D of the pass in kernel_templates/passes.cuh.
+// Floats of one serialised pass state: NS + NV * D, from the model table (params.cuh).
 int32_t state_floats(const dfgnn_op_t& op, PassKind pass);
 // Registers per lane and related geometry shared by validity checks and kernel naming.
 int32_t lanes_for_dim(int32_t dim, int32_t vec);

@@ -308,3 +308,12 @@ TEST(Dispatch, TuningNeedsAGpuAndModesAreChecked) {
   // Without a device (and without an injected environment) dispatch cannot tune: default rule.
   if (!has) EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default");
 }
+
+TEST(Dispatch, KeyBitsPackBothFacts) {
+  // The database's variant column holds max_vec + 16 * edge_features.
+  EXPECT_EQ(dfgnn::pack_key_bits({4, 1}), 20);
+  EXPECT_EQ(dfgnn::pack_key_bits({8, 0}), 8);
+  const dfgnn::KeyBits bits = dfgnn::unpack_key_bits(18);
+  EXPECT_EQ(bits.max_vec, 2);
+  EXPECT_EQ(bits.edge_features, 1);
+}

@@ -142,8 +142,9 @@ TEST(Nvrtc, CompileErrorCarriesTheLog) {
 }
 
 TEST(Nvrtc, EdgeBalancedKernelNames) {
-  // Index 0 and 1: split rows on the hub-split kernels (256-thread blocks, whatever the schedule's
-  // groups), index 2: the balanced kernel with the schedule's groups (ops.cpp launches by index).
+  // Split rows on the hub-split kernels (256-thread blocks, whatever the schedule's groups), then
+  // the balanced kernel with the schedule's groups (one module, in this order: a stored cubin's
+  // key is the name list).
   const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 4, 64);
   const dfgnn::Schedule s = dfgnn::parse_schedule("edge_balanced:lanes=16,groups=32,vec=4,chunk=512");
   const std::string pass = "dfgnn::BackwardCol<dfgnn::Geo<float,64,4,16,4,false>,dfgnn::Transformer>";

@@ -8,6 +8,7 @@
 #include "graph_io.hpp"
 #include "ops.hpp"
 #include "schedule.hpp"
+#include "solver.hpp"
 
 #include <algorithm>
 #include <set>
@@ -663,4 +664,29 @@ TEST(Schedule, DefaultIsValidOrNotSupportedAboveD2048) {
     const ScheduleResult back = get_schedule(ctx.get(), g.get(), op, DFGNN_FORWARD, r.text.c_str());
     EXPECT_EQ(back.status, DFGNN_STATUS_SUCCESS) << back.message;
   }
+}
+
+TEST(Schedule, SchedulePairTextInOnePlace) {
+  const std::string row = "subwarp:lanes=16,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0";
+  const std::string col = "hub_split:lanes=8,groups=32,team=1,vec=2,mid=0,threshold=64,chunk=16";
+  const dfgnn::SchedulePair pair = dfgnn::parse_schedules(DFGNN_BACKWARD, row + "|" + col);
+  EXPECT_EQ(pair.row, dfgnn::parse_schedule(row));
+  EXPECT_EQ(pair.col, dfgnn::parse_schedule(col));
+  EXPECT_EQ(dfgnn::to_string(DFGNN_BACKWARD, pair), row + "|" + col);
+  // One schedule serves both passes of a backward; a forward prints its row schedule alone.
+  const dfgnn::SchedulePair both = dfgnn::parse_schedules(DFGNN_BACKWARD, col);
+  EXPECT_EQ(both.row, both.col);
+  EXPECT_EQ(dfgnn::to_string(DFGNN_FORWARD, dfgnn::parse_schedules(DFGNN_FORWARD, row)), row);
+  try {
+    dfgnn::parse_schedules(DFGNN_FORWARD, row + "|" + col);
+    ADD_FAILURE() << "a forward took two schedules";
+  } catch (const dfgnn::Error& e) {
+    EXPECT_EQ(e.status(), DFGNN_STATUS_PARSE_ERROR);
+    EXPECT_NE(std::string(e.what()).find("forward takes one"), std::string::npos) << e.what();
+  }
+  // dfgnnCompile without a graph parses the same way (it took the text before '|' for a forward).
+  auto ctx = make_context();
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 2, 32);
+  EXPECT_EQ(dfgnnCompile(ctx.get(), nullptr, &op, DFGNN_FORWARD, (row + "|" + col).c_str(), 90),
+            DFGNN_STATUS_PARSE_ERROR);
 }

@@ -162,19 +162,17 @@ std::vector<double> download_floats(const DeviceArray& a) {
 // Slot layout shared by dfgnn_inputs_t and dfgnn_grads_t: h, h_dst, q, k, v, att_src, att_dst, beta, edge.
 constexpr int kSlots = 9, kBeta = 7, kEdge = 8;
 constexpr const char* kSlotNames[kSlots] = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
+// The slots an op reads, as DFGNN_INPUT_* bits (the library's model table); 0 for an op it rejects.
 uint32_t slots_of(const dfgnn_op_t& op) {
-  const uint32_t edge = op.edge_features ? 1u << kEdge : 0u;
-  switch (op.model) {
-    case DFGNN_MODEL_GAT: return 1u | 32u | 64u | edge;
-    case DFGNN_MODEL_GATV2: return 1u | 2u | 32u | edge;
-    case DFGNN_MODEL_TRANSFORMER: return 4u | 8u | 16u | edge;
-    case DFGNN_MODEL_AGNN: return 1u | 128u;
-  }
-  return 0;
+  uint32_t mask = 0;
+  return dfgnnModelInputs(op.model, op.edge_features, &mask, nullptr) == DFGNN_STATUS_SUCCESS ? mask : 0u;
 }
-// Slots in the op's dtype: node features, and edge features except GAT's float32 logit terms.
+// Slots in the op's dtype: node features, and edge features unless they are float32 logit terms (GAT).
 bool in_op_dtype(const dfgnn_op_t& op, int slot) {
-  return slot < 5 || (slot == kEdge && op.model != DFGNN_MODEL_GAT);
+  if (slot < 5) return true;
+  uint32_t mask = 0;
+  int32_t logits = 0;
+  return slot == kEdge && dfgnnModelInputs(op.model, 0, &mask, &logits) == DFGNN_STATUS_SUCCESS && !logits;
 }
 size_t slot_elements(const dfgnn_op_t& op, int slot, int64_t nodes, int64_t edges) {
   const size_t hd = static_cast<size_t>(op.heads) * op.dim;

@@ -78,7 +78,7 @@ struct InputSet {
 // output, time = CUDA events around one launch on the next of K rotated input sets.
 class PassMeasurer final : public tuner::Measurer {
  public:
-  PassMeasurer(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const OpSchedules& defaults,
+  PassMeasurer(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const SchedulePair& defaults,
                const std::vector<std::string>& texts)
       : ctx_(ctx), g_(g), op_(op), pass_(pass), defaults_(defaults), helpers_(ctx, op.dtype), arch_(ctx.current_arch()) {
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -197,12 +197,10 @@ class PassMeasurer final : public tuner::Measurer {
 
   // A backward pass candidate runs with the default schedule on the other pass.
   std::string launch_text(const std::string& candidate) const {
-    switch (pass_) {
-      case PassKind::Forward: return candidate;
-      case PassKind::BackwardRow: return candidate + "|" + to_string(defaults_.col);
-      case PassKind::BackwardCol: return to_string(defaults_.row) + "|" + candidate;
-    }
-    return candidate;
+    if (pass_ == PassKind::Forward) return candidate;
+    SchedulePair pair = defaults_;
+    (pass_ == PassKind::BackwardRow ? pair.row : pair.col) = parse_schedule(candidate);
+    return to_string(DFGNN_BACKWARD, pair);
   }
 
   size_t workspace_for(const std::string& text) {
@@ -255,7 +253,7 @@ class PassMeasurer final : public tuner::Measurer {
   const Graph& g_;
   dfgnn_op_t op_;
   PassKind pass_;
-  OpSchedules defaults_;
+  SchedulePair defaults_;
   Helpers helpers_;
   int arch_;
   cudaStream_t stream_ = nullptr;
@@ -276,7 +274,7 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   require_device("tuning");
   validate_op(op, graph.num_nodes(), graph.num_edges());
   const PassProblem problem = pass_problem(graph, op, pass, max_vec);
-  OpSchedules defaults;
+  SchedulePair defaults;
   defaults.row = default_schedule(pass_problem(graph, op, pass == PassKind::Forward ? PassKind::Forward : PassKind::BackwardRow, max_vec));
   if (pass != PassKind::Forward) defaults.col = default_schedule(pass_problem(graph, op, PassKind::BackwardCol, max_vec));
   const Schedule default_s = pass == PassKind::BackwardCol ? defaults.col : defaults.row;

@@ -267,7 +267,10 @@ typedef struct dfgnn_op {
   int32_t dim;            /* D >= 1 (channels per head) */
   float negative_slope;   /* GAT, GATv2: LeakyReLU slope (PyG default 0.2) */
   float scale;            /* Transformer: score scale; 0 means 1/sqrt(D) */
-  int32_t deterministic;  /* non-zero: bitwise reproducible results (no floating-point atomics) */
+  /* Not read: every kernel is deterministic (bitwise reproducible, no floating-point atomics),
+   * whatever its value. Kept only so that the struct layout and the Python/torch keyword stay
+   * compatible until its planned removal. */
+  int32_t deterministic;
   /* Attention dropout (PyG's `dropout` in training): each (edge, head) weight is dropped with
    * probability `dropout` in [0, 1) and the kept ones scaled by 1 / (1 - dropout). The mask is a
    * counter-based hash of (dropout_seed, edge, head), edge = the edge's CSR position: the backward
@@ -284,7 +287,7 @@ typedef struct dfgnn_op {
   int32_t edge_features;
 } dfgnn_op_t;
 
-/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), deterministic, no dropout, no edge features. */
+/* An op with PyG's defaults: slope 0.2, scale 1/sqrt(D), no dropout, no edge features. */
 DFGNN_API dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim);
 
 /* Inputs of an op; a model reads only the fields listed for it and requires those to be non-null
@@ -319,6 +322,26 @@ typedef struct dfgnn_grads {
   void* beta;
   void* edge;
 } dfgnn_grads_t;
+
+/* Inputs as bits of a mask: bit s stands for field s of dfgnn_inputs_t (and of dfgnn_grads_t). */
+#define DFGNN_INPUT_H (1u << 0)
+#define DFGNN_INPUT_H_DST (1u << 1)
+#define DFGNN_INPUT_Q (1u << 2)
+#define DFGNN_INPUT_K (1u << 3)
+#define DFGNN_INPUT_V (1u << 4)
+#define DFGNN_INPUT_ATT_SRC (1u << 5)
+#define DFGNN_INPUT_ATT_DST (1u << 6)
+#define DFGNN_INPUT_BETA (1u << 7)
+#define DFGNN_INPUT_EDGE (1u << 8)
+#define DFGNN_NUM_INPUTS 9
+
+/* The inputs a model reads (and whose gradients its backward writes), as DFGNN_INPUT_* bits, from
+ * the library's one model table: with edge_features = 1 the mask includes DFGNN_INPUT_EDGE, and a
+ * model that takes no edge features (AGNN) fails with INVALID_ARGUMENT. *edge_logits (may be
+ * null) is set to 1 when the model's edge input is an [E,H] float32 logit term (GAT), 0 when it is
+ * [E,H,D] features in the op's dtype. Bindings and tools read this instead of keeping a copy. */
+DFGNN_API dfgnn_status_t dfgnnModelInputs(dfgnn_model_t model, int32_t edge_features, uint32_t* inputs,
+                                          int32_t* edge_logits);
 
 /* ---------------------------------------------------------------- float64 reference ops (host) */
 

@@ -1,0 +1,90 @@
+#include "kernel_names.hpp"
+
+#include "error.hpp"
+#include "op.hpp"
+
+#include <fmt/format.h>
+
+namespace dfgnn {
+
+const char* element_type(dfgnn_dtype_t dtype) {
+  switch (dtype) {
+    case DFGNN_DTYPE_FLOAT32: return "float";
+    case DFGNN_DTYPE_FLOAT16: return "dfgnn::f16";
+    case DFGNN_DTYPE_BFLOAT16: return "dfgnn::bf16";
+    default: fail(DFGNN_STATUS_NOT_SUPPORTED, "GPU ops take float32, float16 or bfloat16 features, not {}", dtype_name(dtype));
+  }
+}
+
+const char* variant_type(dfgnn_model_t model) {
+  switch (model) {
+    case DFGNN_MODEL_GAT: return "dfgnn::Gat";
+    case DFGNN_MODEL_GATV2: return "dfgnn::Gatv2";
+    case DFGNN_MODEL_TRANSFORMER: return "dfgnn::Transformer";
+    case DFGNN_MODEL_AGNN: return "dfgnn::Agnn";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* pass_template(PassKind pass) {
+  switch (pass) {
+    case PassKind::Forward: return "dfgnn::Forward";
+    case PassKind::BackwardRow: return "dfgnn::BackwardRow";
+    case PassKind::BackwardCol: return "dfgnn::BackwardCol";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t vec, bool edge_features) {
+  return fmt::format("dfgnn::Geo<{},{},{},{},{},{}>", element_type(op.dtype), op.dim, op.heads, lanes, vec,
+                     edge_features ? "true" : "false");
+}
+
+std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
+  return fmt::format("{}<{},{}>", pass_template(pass), geo_type(op, lanes, vec, op.edge_features != 0),
+                     variant_type(op.model));
+}
+
+std::string rows_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups, int32_t team) {
+  return fmt::format("&dfgnn::rows_kernel<{},{},{}>", pass_type(op, pass, lanes, vec), groups, team);
+}
+
+std::string merge_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
+  return fmt::format("&dfgnn::merge_kernel<{},{}>", pass_type(op, pass, lanes, vec), 256 / lanes);
+}
+
+std::string balanced_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups) {
+  return fmt::format("&dfgnn::balanced_kernel<{},{}>", pass_type(op, pass, lanes, vec), groups);
+}
+
+std::string prep_kernel(const dfgnn_op_t& op) {
+  const int32_t lanes = lanes_for_dim(op.dim, 1);
+  // The prep kernel reads no edge features.
+  return fmt::format("&dfgnn::prep_kernel<{},{},{}>", geo_type(op, lanes, 1, false), variant_type(op.model), 256 / lanes);
+}
+
+std::string reduce_stage1_kernel(const dfgnn_op_t& op) {
+  switch (op.model) {
+    case DFGNN_MODEL_GAT: return fmt::format("&dfgnn::reduce_nodes_stage1<{},{},true>", element_type(op.dtype), op.dim);
+    case DFGNN_MODEL_GATV2: return fmt::format("&dfgnn::reduce_nodes_stage1<float,{},false>", op.dim);
+    case DFGNN_MODEL_AGNN: return "&dfgnn::reduce_nodes_stage1<float,1,false>";
+    case DFGNN_MODEL_TRANSFORMER: break;
+  }
+  return {};
+}
+
+std::string reduce_stage2_kernel(const dfgnn_op_t& op) {
+  switch (op.model) {
+    case DFGNN_MODEL_GAT:
+    case DFGNN_MODEL_GATV2: return "&dfgnn::reduce_nodes_stage2<false>";
+    case DFGNN_MODEL_AGNN: return "&dfgnn::reduce_nodes_stage2<true>";
+    case DFGNN_MODEL_TRANSFORMER: break;
+  }
+  return {};
+}
+
+}  // namespace dfgnn

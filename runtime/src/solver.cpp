@@ -1,0 +1,157 @@
+#include "solver.hpp"
+
+#include "error.hpp"
+#include "op.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace dfgnn {
+
+// ---------------------------------------------------------------- the registry
+// One line per solver (defined in solvers/NAME.cpp), in the order the tuner lists candidates.
+const Solver& subwarp_solver();
+const Solver& block_row_solver();
+const Solver& hub_split_solver();
+const Solver& hybrid_solver();
+const Solver& edge_balanced_solver();
+
+const std::vector<const Solver*>& all_solvers() {
+  static const std::vector<const Solver*> solvers{&subwarp_solver(), &block_row_solver(), &hub_split_solver(),
+                                                  &hybrid_solver(), &edge_balanced_solver()};
+  return solvers;
+}
+
+const Solver* find_solver(SolverId id) {
+  for (const Solver* s : all_solvers())
+    if (s->id() == id) return s;
+  return nullptr;
+}
+
+const Solver& solver_of(const Schedule& s) {
+  const Solver* solver = find_solver(s.solver);
+  if (solver == nullptr) fail(DFGNN_STATUS_INTERNAL_ERROR, "unknown solver id {}", static_cast<int>(s.solver));
+  return *solver;
+}
+
+// ---------------------------------------------------------------- the base
+namespace {
+
+constexpr int32_t kMaxRegistersPerLane = 64;  // channels a lane holds; beyond, kernels would spill
+
+std::string common_invalid_reason(const PassProblem& p, const Schedule& s) {
+  const int32_t lanes = s.lanes;
+  if (lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32) return fmt::format("lanes = {} is not 4, 8, 16 or 32", lanes);
+  if (s.vec < 1 || s.vec > 8 || (s.vec & (s.vec - 1)) != 0) return fmt::format("vec = {} is not 1, 2, 4 or 8", s.vec);
+  if (s.vec * static_cast<int32_t>(dtype_size(p.op.dtype)) > 16)
+    return fmt::format("vec = {} {} values exceed a 16-byte load", s.vec, dtype_name(p.op.dtype));
+  if (p.op.dim % s.vec != 0) return fmt::format("vec = {} does not divide D = {}", s.vec, p.op.dim);
+  if (s.vec > p.max_vec) return fmt::format("vec = {} exceeds what the data's alignment allows ({})", s.vec, p.max_vec);
+  if (s.groups < 1 || int64_t{s.groups} * lanes > 1024 || (s.groups * lanes) % 32 != 0)  // 64 bits: groups is user text
+    return fmt::format("groups = {} of {} lanes is not a block of 32..1024 whole warps", s.groups, lanes);
+  if (s.team < 1 || s.groups % s.team != 0) return fmt::format("team = {} does not divide groups = {}", s.team, s.groups);
+  if (registers_per_lane(p.op.dim, lanes, s.vec) > kMaxRegistersPerLane)
+    return fmt::format("D = {} needs {} values per lane with {} lanes (limit {})", p.op.dim,
+                       registers_per_lane(p.op.dim, lanes, s.vec), lanes, kMaxRegistersPerLane);
+  if (s.team > 1 && s.groups * state_floats(p.op, p.pass) * 4 > solvers::kMaxTeamSharedBytes)
+    return fmt::format("team merge needs {} bytes of shared memory (limit {})",
+                       s.groups * state_floats(p.op, p.pass) * 4, solvers::kMaxTeamSharedBytes);
+  return {};
+}
+
+// Largest vector width for the dtype that divides D and the alignment allows.
+int32_t best_vec(const PassProblem& p) {
+  const int32_t by_bytes = 16 / static_cast<int32_t>(dtype_size(p.op.dtype));
+  int32_t v = std::min(by_bytes, p.max_vec);
+  while (v > 1 && p.op.dim % v != 0) v /= 2;
+  return v;
+}
+
+int64_t blocks_for(int64_t work, int64_t per_block) { return (work + per_block - 1) / per_block; }
+
+size_t state_bytes(const dfgnn_op_t& op, PassKind pass) {
+  return static_cast<size_t>(state_floats(op, pass)) * sizeof(float);
+}
+
+}  // namespace
+
+std::string Solver::invalid_reason(const PassProblem& problem, const Schedule& s) const {
+  if (s.solver != id()) return fmt::format("schedule belongs to solver {}, not {}", solver_name(s.solver), name());
+  return common_invalid_reason(problem, s);
+}
+
+std::string Solver::plan_key(const Schedule& s) const {
+  return fmt::format("{}:{}:{}:{}", name(), s.mid, s.threshold, s.chunk);
+}
+
+// ---------------------------------------------------------------- helpers of the solver files
+namespace solvers {
+
+// The smallest power of two >= x, in 64 bits so that every int32_t x has one (2^31 for x > 2^30).
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+int32_t max_degree(const PassProblem& p) { return static_cast<int32_t>(p.fingerprint->max_degree); }
+
+Schedule base_schedule(const PassProblem& p, SolverId id) {
+  Schedule s;
+  s.solver = id;
+  s.vec = best_vec(p);
+  s.lanes = lanes_for_dim(p.op.dim, s.vec);
+  s.groups = 256 / s.lanes;
+  return s;
+}
+
+std::vector<int32_t> threshold_candidates(const PassProblem& p) {
+  // Tail quantiles and multiples of the mean, as powers of two.
+  const dfgnn_fingerprint_t& fp = *p.fingerprint;
+  std::set<int32_t> t;
+  for (double q : {fp.p99, fp.p999, 8 * fp.mean_degree, 32 * fp.mean_degree, 256.0, 1024.0, 4096.0}) {
+    const int32_t v = static_cast<int32_t>(std::ceil(q));
+    if (v >= 64 && next_pow2(v) < fp.max_degree) t.insert(static_cast<int32_t>(next_pow2(v)));
+  }
+  return {t.begin(), t.end()};
+}
+
+void split_row(const RowPointers& rows, int32_t row, int32_t chunk, HostPlan& plan, HostPlan::Part& part) {
+  const int32_t first = plan.num_slots, end = rows.end(row);
+  for (int32_t b = rows.begin(row); b < end; b += chunk)
+    part.segments.push_back({row, b, std::min(end, b + chunk), plan.num_slots++});
+  plan.hubs.push_back({row, first, plan.num_slots - first, 0});
+}
+
+int32_t part_items(const HostPlan::Part& part, int32_t num_rows) {
+  return part.whole_rows ? num_rows : static_cast<int32_t>(part.segments.size());
+}
+
+Launch rows_launch(const dfgnn_op_t& op, PassKind pass, const char* role, std::string kernel, int32_t part,
+                   int32_t items, int32_t lanes, int32_t groups, int32_t team) {
+  Launch l;
+  l.role = role;
+  l.kernel = std::move(kernel);
+  l.part = part;
+  l.grid = blocks_for(int64_t{items} * op.heads, groups / team);
+  l.block = groups * lanes;
+  l.smem = team > 1 ? groups * state_bytes(op, pass) : 0;
+  return l;
+}
+
+Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& plan, int32_t lanes) {
+  Launch l;
+  l.role = "merge";
+  l.kernel = std::move(kernel);
+  l.part = Launch::kHubList;
+  l.grid = blocks_for(static_cast<int64_t>(plan.hubs.size()) * op.heads, 256 / lanes);
+  l.block = 256;
+  l.smem = 0;
+  return l;
+}
+
+}  // namespace solvers
+}  // namespace dfgnn

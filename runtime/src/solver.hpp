@@ -1,0 +1,100 @@
+// Solvers: the ways of mapping a pass onto threads. A solver owns everything about its mapping:
+// which problems it suits, its default schedule and search space (the Schedule fields it uses),
+// the work lists it plans over a structure and the kernels it launches over them. Adding a solver
+// is one file in solvers/, its kernel template, its tests and one line in the registry
+// (solver.cpp). See docs/architecture.md.
+#pragma once
+
+#include "plan.hpp"
+#include "schedule.hpp"
+
+#include <dfgnn/dfgnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dfgnn {
+
+// What a plan reads of the traversed structure (CSR or CSC): its row pointers, row i holding
+// edges [ptr[i], ptr[i + 1]). Nothing else, so a planner can be fed from host or device arrays.
+struct RowPointers {
+  const int32_t* ptr = nullptr;  // [rows + 1]
+  int32_t rows = 0;
+  int32_t begin(int32_t row) const { return ptr[row]; }
+  int32_t end(int32_t row) const { return ptr[row + 1]; }
+  int32_t degree(int32_t row) const { return ptr[row + 1] - ptr[row]; }
+};
+
+// One kernel launch of a pass, as its solver shapes it.
+struct Launch {
+  static constexpr int32_t kHubList = -1;
+  const char* role = "";  // what it does, for messages and tests: "rows", "warp rows", "balanced", "merge"
+  std::string kernel;     // NVRTC name expression, one of the solver's kernels()
+  int32_t part = 0;       // the plan part whose items it runs over, or kHubList: the merge of split rows
+  int64_t grid = 0;       // blocks (0: nothing to launch)
+  int32_t block = 0;      // threads per block
+  size_t smem = 0;        // dynamic shared memory, bytes
+  bool operator==(const Launch&) const = default;
+};
+
+class Solver {
+ public:
+  virtual ~Solver() = default;
+  virtual SolverId id() const = 0;
+  virtual const char* name() const = 0;  // in schedule text: "hub_split:lanes=..."
+  // Cheap: whether any schedule of this solver suits the problem (e.g. a graph has hubs).
+  virtual bool applicable(const PassProblem& problem) const = 0;
+  // An always-valid schedule of this solver for the problem.
+  virtual Schedule default_schedule(const PassProblem& problem) const = 0;
+  // Empty when the schedule is valid for the problem, else the reason (schedules from a
+  // database or the command line are checked before they are compiled). The base checks what
+  // every solver shares (lanes, groups, team, vec, registers).
+  virtual std::string invalid_reason(const PassProblem& problem, const Schedule& s) const;
+  // The search space, lazily small: valid schedules only.
+  virtual std::vector<Schedule> enumerate(const PassProblem& problem) const = 0;
+
+  // Work lists of a schedule over a structure.
+  virtual HostPlan plan(const RowPointers& rows, const Schedule& s) const = 0;
+  // What of a schedule shapes its plan: plans are cached under this key and shared by schedules
+  // that differ elsewhere. The base keys by mid, threshold and chunk.
+  virtual std::string plan_key(const Schedule& s) const;
+  // Every kernel a pass under the schedule may launch, in a fixed order (one module's names).
+  virtual std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const = 0;
+  // The launches of a pass over its plan of a structure of num_rows rows, in launch order.
+  virtual std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan& plan,
+                                       int32_t num_rows) const = 0;
+};
+
+// The registry.
+const std::vector<const Solver*>& all_solvers();
+const Solver* find_solver(SolverId id);  // null if unknown
+const Solver& solver_of(const Schedule& s);  // Error(INTERNAL_ERROR) if unknown
+
+// ---------------------------------------------------------------- shared by the solver files
+namespace solvers {
+
+constexpr int32_t kMaxTeamSharedBytes = 48 * 1024;
+constexpr int32_t kDefaultSplit = 256;  // default hub threshold and chunk (edges)
+
+int64_t next_pow2(int64_t x);
+int32_t max_degree(const PassProblem& p);
+// The solver's schedule with the widest vector load the data allows and lanes sized to D.
+Schedule base_schedule(const PassProblem& p, SolverId id);
+// Hub thresholds drawn from the graph's own degree distribution, clipped to [64, max degree).
+std::vector<int32_t> threshold_candidates(const PassProblem& p);
+
+// Appends the chunks of a split row (pieces of `chunk` edges) to `part` and its merge entry.
+void split_row(const RowPointers& rows, int32_t row, int32_t chunk, HostPlan& plan, HostPlan::Part& part);
+// Items a part's launch covers: every row, or its segments.
+int32_t part_items(const HostPlan::Part& part, int32_t num_rows);
+
+// rows_kernel over a part: a team of `team` groups per (item, head); teams merge in shared memory.
+Launch rows_launch(const dfgnn_op_t& op, PassKind pass, const char* role, std::string kernel, int32_t part,
+                   int32_t items, int32_t lanes, int32_t groups, int32_t team);
+// merge_kernel over the plan's split rows: 256 threads, one group of `lanes` per (hub, head).
+Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& plan, int32_t lanes);
+
+}  // namespace solvers
+}  // namespace dfgnn

@@ -1,0 +1,58 @@
+// subwarp: one lane group of `lanes` lanes per (row, head), `groups` groups per block, every row
+// whole. The mapping of short rows; sized to D by default.
+#include "solver.hpp"
+
+#include "kernel_names.hpp"
+
+namespace dfgnn {
+namespace {
+
+class SubwarpSolver final : public Solver {
+ public:
+  SolverId id() const override { return SolverId::Subwarp; }
+  const char* name() const override { return "subwarp"; }
+  bool applicable(const PassProblem&) const override { return true; }
+  Schedule default_schedule(const PassProblem& p) const override { return solvers::base_schedule(p, id()); }
+  std::string invalid_reason(const PassProblem& p, const Schedule& s) const override {
+    if (s.team != 1) return "subwarp schedules have team = 1";
+    if (s.mid != 0 || s.threshold != 0 || s.chunk != 0) return "subwarp schedules take no mid/threshold/chunk";
+    return Solver::invalid_reason(p, s);
+  }
+  std::vector<Schedule> enumerate(const PassProblem& p) const override {
+    std::vector<Schedule> out;
+    const Schedule base = default_schedule(p);
+    for (int32_t lanes : {4, 8, 16, 32}) {
+      if (lanes > 2 * base.lanes) continue;  // mostly idle lanes
+      for (int32_t threads : {128, 256, 512}) {
+        Schedule s = base;
+        s.lanes = lanes;
+        s.groups = threads / lanes;
+        if (invalid_reason(p, s).empty()) out.push_back(s);
+      }
+    }
+    return out;
+  }
+
+  HostPlan plan(const RowPointers&, const Schedule& s) const override {
+    HostPlan plan;
+    plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, HostPlan::kNoLimit, {}});
+    return plan;
+  }
+  std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
+    return {rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team)};
+  }
+  std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan&,
+                               int32_t num_rows) const override {
+    return {solvers::rows_launch(op, pass, "rows", rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team), 0,
+                                 num_rows, s.lanes, s.groups, s.team)};
+  }
+};
+
+}  // namespace
+
+const Solver& subwarp_solver() {
+  static const SubwarpSolver solver;
+  return solver;
+}
+
+}  // namespace dfgnn
