@@ -18,7 +18,9 @@
 #   SKIP_INSTALL   set: use the dfgnn already importable (e.g. a second run on a warm machine)
 #   PYTEST_ARGS    what pytest runs (default tests/python), e.g. one file or test ids
 #   STEPS          the steps after install, space-separated (default: all of pytest train_cora train_bench
-#                  attention_memory edge_bench inference_bench op_overhead e2e ddp); T_E2E (240) limits e2e
+#                  attention_memory edge_bench inference_bench op_overhead e2e wheel ddp); T_E2E (240) limits
+#                  e2e, T_WHEEL (150) the wheel step (pip wheel here, a fresh venv beside torch, wheel-check.py
+#                  --gpu with the toolkit visible and again with it hidden, so NVRTC comes from torch's wheel)
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
 # a second run on a warm machine rebuilds only what changed. Exit status: 0 when every step passed.
@@ -108,7 +110,7 @@ else
   tail -1 "$out/install.log"
 fi
 
-steps=" ${STEPS:-pytest train_cora train_bench attention_memory edge_bench inference_bench op_overhead e2e ddp} "
+steps=" ${STEPS:-pytest train_cora train_bench attention_memory edge_bench inference_bench op_overhead e2e wheel ddp} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------- tests
@@ -141,6 +143,23 @@ grep -E "^(GAT|Transformer)" "$out/bench/op_overhead.log"
 if want e2e; then
   run e2e "${T_E2E:-240}" "$out/e2e.log" "$py" bench/e2e.py "$out/e2e" --datasets "$datasets" ${E2E_ARGS:-}
   tail -40 "$out/e2e.log"
+fi
+
+# ---------------------------------------------------------------- the wheel beside torch
+wheel_check() {
+  set -e
+  rm -rf build-gpu-python/dist /tmp/dfgnn-wheel-venv
+  "$py" -m pip wheel --disable-pip-version-check --no-build-isolation --no-index --no-deps -w build-gpu-python/dist \
+    -C build-dir=build-gpu-python/build .
+  "$py" -m venv --system-site-packages /tmp/dfgnn-wheel-venv
+  /tmp/dfgnn-wheel-venv/bin/python -m pip install --disable-pip-version-check --no-index --no-deps build-gpu-python/dist/dfgnn-*.whl
+  env -u PYTHONPATH /tmp/dfgnn-wheel-venv/bin/python tools/wheel-check.py --gpu
+  echo "=== again with the CUDA Toolkit hidden (NVRTC from torch's nvidia wheel)"
+  unshare -m bash -c 'mount --make-rprivate / && for d in /usr/local/cuda /usr/local/cuda-*; do [ -d "$d" ] && mount --bind "$(mktemp -d)" "$(readlink -f "$d")"; done; env -u PYTHONPATH /tmp/dfgnn-wheel-venv/bin/python tools/wheel-check.py --gpu'
+}
+if want wheel; then
+  run wheel "${T_WHEEL:-150}" "$out/wheel.log" bash -c "$(declare -f wheel_check); py='$py' wheel_check"
+  grep -E "wheel-check|NVRTC|===|Error" "$out/wheel.log" | tail -30
 fi
 
 # ---------------------------------------------------------------- DDP (2 GPUs)

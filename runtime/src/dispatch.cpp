@@ -9,6 +9,7 @@
 #include "nvrtc.hpp"
 #include "op.hpp"
 #include "ops.hpp"
+#include "solver.hpp"
 
 #include <algorithm>
 #include <cmath>
