@@ -23,6 +23,7 @@ struct LaunchArgs {
   // Forced schedule text, or null for the default rule. Backward: "ROW|COL" or one schedule
   // used for both passes.
   const char* schedule = nullptr;
+  const uint64_t* dropout_seed_device = nullptr;  // overrides op.dropout_seed when set
 };
 
 // The chosen schedules of an op direction (forward: `row` only).
