@@ -21,6 +21,13 @@ Per case and implementation:
   of the prepared launch (``_dfgnn.Launch`` with fixed pointers: no Python between launches, so the
   GPU is never idle) -- the floor the call path should reach.
 
+Then the training step of PyG's examples/gat.py on Cora (data/cora; 2 GATConv layers, 8 heads x 8
+then 1 x 7, attention dropout 0.6, feature dropout 0.6, Adam): ``step_us`` (CUDA-event median of one
+step: zero_grad, forward, loss, backward, optimiser step) and ``host_us``, for dfgnn eager, dfgnn with
+the forward and loss under ``torch.compile(mode="reduce-overhead", fullgraph=True)`` (CUDA graphs;
+backward replayed as a CUDA graph too, optimiser eager), and PyG eager (``--no-compile`` leaves
+the compiled row out).
+
 ``--smoke`` runs the same code on the CPU with tiny sizes and the float64 reference path (no CUDA
 events, no kernel timing of the GPU: ``event_us`` and ``kernel_us`` are the reference ops' wall
 time), to check the script without a GPU.
@@ -38,10 +45,15 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 import dfgnn
 import dfgnn.torch as dt
 from dfgnn import _dfgnn
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "examples"))
+from train_cora import load_planetoid, make_gat  # noqa: E402
 
 PUBMED = dict(nodes=19717, edges=88648, features=500)
 SMOKE = dict(nodes=300, edges=1500, features=24)
@@ -267,7 +279,46 @@ def measure(g, cases, device, args):
     return results
 
 
-def markdown(meta, results):
+def cora_steps(device, dtype, args, use_pyg):
+    """Per-step times of PyG's examples/gat.py training step on Cora (see the module docstring)."""
+    data = load_planetoid(REPO / "data" / "cora")
+    x = torch.as_tensor(data["x"], device=device, dtype=dtype)
+    y = torch.as_tensor(data["y"], device=device)
+    ei = torch.as_tensor(data["edge_index"], device=device)
+    train = torch.as_tensor(data["train"], device=device)
+    impls = [("dfgnn", dt, False)]
+    if device.type == "cuda" and not args.no_compile:
+        impls.append(("dfgnn compiled (reduce-overhead)", dt, True))
+    if use_pyg:
+        import torch_geometric.nn as pyg
+        impls.append(("pyg", pyg, False))
+    rows = []
+    for name, mod, compiled in impls:
+        torch.manual_seed(0)
+        model = make_gat(mod.GATConv, x.shape[1], data["num_classes"], 0.6).to(device, dtype).train()
+        opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
+
+        def loss_fn(x, ei, model=model):
+            return F.cross_entropy(model(x, ei)[train], y[train])
+        if compiled:
+            torch._dynamo.reset()
+            loss_fn = torch.compile(loss_fn, mode="reduce-overhead", fullgraph=True)
+
+        def step(loss_fn=loss_fn, opt=opt):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(x, ei).backward()
+            opt.step()
+        for _ in range(args.warmup + 3):  # compiled: warm-up, recording, first replays
+            step()
+        row = dict(case="Cora GAT training step", impl=name, passes="step",
+                   host_us=host_us(step, device, args.batch, args.repeats),
+                   event_us=event_us(step, device, args.calls))
+        rows.append(row)
+        print(f"Cora GAT step     {name:32} host {row['host_us']:8.1f} us  event {row['event_us']:8.1f} us", flush=True)
+    return rows
+
+
+def markdown(meta, results, cora):
     lines = [f"# dfgnn.torch call overhead ({meta['mode']})", "",
              f"{meta['device']}; torch {meta['torch']}; dfgnn {meta['dfgnn']}; PyG {meta['pyg']}; "
              f"graph N={meta['graph']['nodes']}, E={meta['graph']['edges']} "
@@ -282,6 +333,11 @@ def markdown(meta, results):
         kh = f"{r['kernel_host_us']:.1f}" if "kernel_host_us" in r else ""
         lines.append(f"| {r['case']} | {r['impl']} | {r['passes']} | {r['host_us']:.1f} | {r['profiler_cpu_us']:.1f} "
                      f"| {r['event_us']:.1f} | {k} | {kh} |")
+    if cora:
+        lines += ["", "Cora, PyG's examples/gat.py training step (zero_grad, forward, loss, backward, Adam):", "",
+                  "| impl | host us per step | event us per step (median) |", "|---|---:|---:|"]
+        for r in cora:
+            lines.append(f"| {r['impl']} | {r['host_us']:.1f} | {r['event_us']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -295,6 +351,8 @@ def main():
     p.add_argument("--calls", type=int, default=200, help="CUDA-event samples and back-to-back kernel calls")
     p.add_argument("--profile-calls", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--no-compile", action="store_true", help="leave the compiled Cora step out")
+    p.add_argument("--no-cora", action="store_true", help="leave the Cora training steps out")
     args = p.parse_args()
     if args.smoke:
         device, dtype, size = torch.device("cpu"), torch.float64, SMOKE
@@ -319,9 +377,10 @@ def main():
                 graph=graph_meta, batch=args.batch, repeats=args.repeats, calls=args.calls)
     print(f"op_overhead: {meta['device']}; graph {graph_meta}", flush=True)
     results = measure(g, cases, device, args)
+    cora = [] if args.no_cora else cora_steps(device, dtype, args, use_pyg)
     args.outdir.mkdir(parents=True, exist_ok=True)
-    (args.outdir / "op_overhead.json").write_text(json.dumps(dict(meta=meta, results=results), indent=2) + "\n")
-    (args.outdir / "op_overhead.md").write_text(markdown(meta, results))
+    (args.outdir / "op_overhead.json").write_text(json.dumps(dict(meta=meta, results=results, cora_steps=cora), indent=2) + "\n")
+    (args.outdir / "op_overhead.md").write_text(markdown(meta, results, cora))
     print(f"op_overhead: wrote {args.outdir / 'op_overhead.json'} and op_overhead.md", flush=True)
 
 

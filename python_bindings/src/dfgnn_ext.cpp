@@ -859,7 +859,12 @@ size_t run_prepared(Launch& L, const Graph& g, const char* function, uintptr_t s
   if (s == DFGNN_STATUS_SUCCESS) return 0;
   const BindError error(s, function, dfgnnGetLastErrorMessage());
   if (s == DFGNN_STATUS_INVALID_ARGUMENT || s == DFGNN_STATUS_NULL_POINTER) {
-    const size_t needed = query_workspace(L);
+    size_t needed = 0;
+    try {
+      needed = query_workspace(L);
+    } catch (const BindError&) {
+      throw error;  // the call's own error, not the query's
+    }
     if (needed > launch.workspace_bytes) {
       L.workspace_bytes = needed;
       return needed;
