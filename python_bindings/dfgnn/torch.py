@@ -446,10 +446,10 @@ def _contiguous(inputs, edge=None):
     return inputs
 
 
-def _function_seed(dropout, seed, device_type):
+def _function_seed(dropout, seed, on_cuda):
     """An autograd Function's seed argument as _run_forward takes it: a CUDA tensor stays one for
     CUDA features (read on the device), any other tensor is read with .item()."""
-    if dropout and isinstance(seed, torch.Tensor) and not (seed.is_cuda and device_type == "cuda"):
+    if dropout and isinstance(seed, torch.Tensor) and not (seed.is_cuda and on_cuda):
         return seed.item()
     return seed
 
@@ -471,7 +471,7 @@ class _AttentionFunction(torch.autograd.Function):
 
 
 def _function_forward(ctx, graph, model, inputs, params, schedule, dropout_seed):
-    seed = _function_seed(params["dropout"], dropout_seed, next(iter(inputs.values())).device.type)
+    seed = _function_seed(params["dropout"], dropout_seed, next(iter(inputs.values())).is_cuda)
     out, lse = _run_forward(graph, model, inputs, params, schedule, seed)
     _save(ctx, graph, model, tuple(inputs), inputs, out, lse, params, schedule, seed)
     return out
@@ -844,8 +844,13 @@ def _param_dtype(feature_dtype):
 
 
 def _params_like(h, *params):
-    dtype = _param_dtype(h.dtype)
-    return tuple(p.to(device=h.device, dtype=dtype) for p in params)
+    dtype, device = _param_dtype(h.dtype), h.device
+    return tuple(p if p.dtype == dtype and p.device == device else p.to(device=device, dtype=dtype) for p in params)
+
+
+def _as_dtype(dtype, *tensors):
+    """The tensors in dtype (a tensor already in it is returned as it is, without a .to call)."""
+    return tuple(t if t.dtype == dtype else t.to(dtype) for t in tensors)
 
 
 # The graph argument of the functions below: a dfgnn.Graph (used as given), or an edge_index tensor
@@ -870,7 +875,7 @@ def gat(graph, h, att_src, att_dst, *, heads=None, negative_slope=0.2, determini
     """GAT attention over a graph (a dfgnn.Graph or an edge_index tensor). h: [N, H, D]; edge: optional
     [E, H] logit terms by edge id."""
     h = _features(h, heads, "h")
-    h = h.to(_feature_dtype(h))
+    (h,) = _as_dtype(_feature_dtype(h), h)
     att_src, att_dst = _params_like(h, att_src, att_dst)
     return _call("gat", graph, (h, att_src, att_dst), add_self_loops,
                  negative_slope=negative_slope, deterministic=deterministic, schedule=schedule, dropout=dropout,
@@ -883,7 +888,7 @@ def gatv2(graph, h, h_dst, att, *, heads=None, negative_slope=0.2, deterministic
     optional [E, H, D] edge features by edge id."""
     h, h_dst = _features(h, heads, "h"), _features(h_dst, heads, "h_dst")
     dtype = _feature_dtype(h, h_dst)
-    h, h_dst = h.to(dtype), h_dst.to(dtype)
+    h, h_dst = _as_dtype(dtype, h, h_dst)
     (att,) = _params_like(h, att)
     return _call("gatv2", graph, (h, h_dst, att), add_self_loops,
                  negative_slope=negative_slope, deterministic=deterministic, schedule=schedule, dropout=dropout,
@@ -896,7 +901,7 @@ def transformer(graph, q, k, v, *, heads=None, scale=None, deterministic=True, s
     optional [E, H, D] edge features by edge id."""
     q, k, v = _features(q, heads, "q"), _features(k, heads, "k"), _features(v, heads, "v")
     dtype = _feature_dtype(q, k, v)
-    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    q, k, v = _as_dtype(dtype, q, k, v)
     return _call("transformer", graph, (q, k, v), add_self_loops, scale=scale, deterministic=deterministic,
                  schedule=schedule, dropout=dropout, dropout_seed=dropout_seed,
                  edge=_edge_input("transformer", edge, q))
@@ -909,7 +914,7 @@ def agnn(graph, h, beta, *, heads=None, deterministic=True, schedule=None, add_s
     if h.dim() == 2 and heads is None:
         h = h.unsqueeze(1)
     h = _features(h, heads, "h")
-    h = h.to(_feature_dtype(h))
+    (h,) = _as_dtype(_feature_dtype(h), h)
     _check_tensor(beta, "beta")
     if beta.numel() != 1:
         raise invalid_argument(f"beta must be a one-element tensor, got shape {list(beta.shape)}", kind="shape")

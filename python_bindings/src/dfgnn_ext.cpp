@@ -1014,6 +1014,8 @@ NB_MODULE(_dfgnn, m) {
             check(s, "dfgnnSetDatabase");
           },
           "user"_a.none(), "sites"_a.none())
+      .def_prop_ro("_address", [](const Context& c) { return reinterpret_cast<uintptr_t>(c.get()); },
+                   "the dfgnn_context_t as an int (for C++ extensions calling the C API, e.g. bench/)")
       .def("__eq__", [](const Context& a, const Context& b) { return a.box == b.box; })
       .def("__hash__", [](const Context& a) { return reinterpret_cast<uintptr_t>(a.box.get()); });
   m.def("default_context", &default_context);
@@ -1021,6 +1023,8 @@ NB_MODULE(_dfgnn, m) {
   nb::class_<Graph>(m, "Graph", "A dfgnn graph handle (dfgnn_graph_t); build it through dfgnn.Graph")
       .def("size", &Graph::size)
       .def("context", [](const Graph& g) { return Context{g.ctx}; })
+      .def_prop_ro("_address", [](const Graph& g) { return reinterpret_cast<uintptr_t>(g.handle); },
+                   "the dfgnn_graph_t as an int (for C++ extensions calling the C API, e.g. bench/)")
       .def("csr", [](Graph& g) { return compressed(g, false); })
       .def("csc", [](Graph& g) { return compressed(g, true); })
       .def("fingerprint", [](const Graph& g) {
