@@ -115,6 +115,7 @@ struct Params {
   void* g_edge;          // backward: their gradient (the row pass writes each edge's once)
   const int* edge_id;    // CSR position -> edge id (the row of edge)
   unsigned long long dropout_seed;
+  const unsigned long long* dropout_seed_ptr;  // device seed; when set, used instead of dropout_seed
   unsigned dropout_threshold;  // 0: no dropout
   float dropout_scale;         // 1 / (1 - p)
 };

@@ -93,7 +93,8 @@ template <int H>
 __device__ __forceinline__ float dropout_at(const Params& p, int pos, int head) {
   if (p.dropout_threshold == 0u) return 1.f;
   const long long edge = p.eid != nullptr ? p.eid[pos] : pos;
-  return dropout_factor(p.dropout_seed, p.dropout_threshold, p.dropout_scale, edge, H, head);
+  const unsigned long long seed = p.dropout_seed_ptr != nullptr ? *p.dropout_seed_ptr : p.dropout_seed;
+  return dropout_factor(seed, p.dropout_threshold, p.dropout_scale, edge, H, head);
 }
 
 // ================================================================ forward

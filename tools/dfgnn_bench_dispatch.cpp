@@ -159,11 +159,11 @@ struct Runner {
   cudaStream_t stream;
 
   void forward() {
-    dfgnn_launch_t l{stream, b.ws_fwd, b.ws_fwd_bytes, nullptr};
+    dfgnn_launch_t l{stream, b.ws_fwd, b.ws_fwd_bytes, nullptr, nullptr};
     check(dfgnnForward(ctx, g, &op, &b.in, b.out, b.lse, &l), "dfgnnForward");
   }
   void backward() {
-    dfgnn_launch_t l{stream, b.ws_bwd, b.ws_bwd_bytes, nullptr};
+    dfgnn_launch_t l{stream, b.ws_bwd, b.ws_bwd_bytes, nullptr, nullptr};
     check(dfgnnBackward(ctx, g, &op, &b.in, b.out, b.lse, b.grad_out, &b.grads, &l), "dfgnnBackward");
   }
 };

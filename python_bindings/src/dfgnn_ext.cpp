@@ -799,6 +799,134 @@ void gpu_backward(const Context& ctx, const Graph& g, const dfgnn_op_t& op, nb::
 }
 
 
+// ---------------------------------------------------------------- prepared launches (dfgnn.torch's lean path)
+//
+// A Launch is one op direction made ready for one graph: it is made once with the arrays of a first
+// call, which it validates exactly as forward / backward above do (same checks, same messages), and
+// it asks for the workspace size once. Later calls pass raw device pointers (Tensor.data_ptr()) and
+// the stream as ints: no DLPack import, no binding-side checks, only the C API's own. The caller
+// (dfgnn.torch) keys its Launches by everything validated here (the arrays' shapes, dtypes and
+// devices; contiguity it ensures itself), so a pointer reaching a Launch belongs to an array of
+// the kind that was validated.
+struct Launch {
+  ContextPtr ctx;
+  dfgnn_graph_t graph = nullptr;  // not owned: each call passes its Graph, which must be this one
+  dfgnn_op_t op{};
+  dfgnn_direction_t direction = DFGNN_FORWARD;
+  std::optional<std::string> schedule;
+  std::vector<int> slots;  // dfgnn_inputs_t slots of the call's pointers, in MODEL_INPUTS order (+ edge)
+  size_t workspace_bytes = 0;
+};
+
+size_t query_workspace(const Launch& L) {
+  size_t bytes = 0;
+  dfgnn_status_t s;
+  unlocked([&] {
+    s = dfgnnGetWorkspaceSize(L.ctx->handle, L.graph, &L.op, L.direction, cstr(L.schedule), &bytes);
+  });
+  check(s, "dfgnnGetWorkspaceSize");
+  return bytes;
+}
+
+std::unique_ptr<Launch> make_launch(const Context& ctx, const Graph& g, const dfgnn_op_t& op,
+                                    dfgnn_direction_t direction, const std::optional<std::string>& schedule,
+                                    nb::handle inputs, nb::handle out, nb::handle lse, nb::handle grad_out,
+                                    nb::handle grads) {
+  auto L = std::make_unique<Launch>();
+  L->ctx = ctx.box;
+  L->graph = g.handle;
+  L->op = op;
+  L->direction = direction;
+  L->schedule = schedule;
+  L->slots = op_slots(op);
+  // first, as dfgnn.torch asked for the size before each call until now: a bad schedule or op fails
+  // as the size query, then bad arrays as forward / backward
+  L->workspace_bytes = query_workspace(*L);
+  if (direction == DFGNN_FORWARD) {
+    OpCall c("dfgnnForward", g, op, true);
+    c.slots<InArray>(inputs, "inputs");
+    c.features<OutArray>(out, "out");
+    c.lse<OutArray>(lse, "lse");
+  } else {
+    OpCall c("dfgnnBackward", g, op, true);
+    c.slots<InArray>(inputs, "inputs");
+    c.features<InArray>(out, "out");
+    if (lse.is_none()) fail_arg(c.function, "value", "the backward needs the forward's lse [N, H]");
+    c.lse<InArray>(lse, "lse");
+    c.features<InArray>(grad_out, "grad_out");
+    c.slots<OutArray>(grads, "grads");
+  }
+  return L;
+}
+
+std::array<void*, kNumSlots> slot_pointers(const Launch& L, std::initializer_list<uintptr_t> ptrs) {
+  std::array<void*, kNumSlots> p{};
+  size_t i = 0;
+  for (uintptr_t ptr : ptrs) {
+    if (i < L.slots.size()) p[L.slots[i]] = reinterpret_cast<void*>(ptr);
+    ++i;
+  }
+  return p;
+}
+
+// Runs a prepared call; returns 0, or the workspace bytes the call needs when the one passed is too
+// small (dispatch chose another schedule since, e.g. after tuning): the caller then retries with a
+// workspace that large. Other failures raise as forward / backward do.
+template <typename F>
+size_t run_prepared(Launch& L, const Graph& g, const char* function, uintptr_t stream, uintptr_t workspace,
+                    uint64_t seed, uintptr_t seed_ptr, F&& call) {
+  if (g.handle != L.graph) fail_arg(function, "value", "this prepared launch belongs to another graph");
+  dfgnn_op_t op = L.op;
+  if (op.dropout > 0) op.dropout_seed = seed;
+  dfgnn_launch_t launch{};
+  launch.stream = reinterpret_cast<void*>(stream);
+  launch.workspace = reinterpret_cast<void*>(workspace);
+  launch.workspace_bytes = workspace != 0 ? L.workspace_bytes : 0;
+  launch.schedule = cstr(L.schedule);
+  launch.dropout_seed_device = reinterpret_cast<const uint64_t*>(seed_ptr);
+  dfgnn_status_t s;
+  unlocked([&] { s = call(op, launch); });
+  if (s == DFGNN_STATUS_SUCCESS) return 0;
+  const BindError error(s, function, dfgnnGetLastErrorMessage());
+  if (s == DFGNN_STATUS_INVALID_ARGUMENT || s == DFGNN_STATUS_NULL_POINTER) {
+    size_t needed = 0;
+    try {
+      needed = query_workspace(L);
+    } catch (const BindError&) {
+      throw error;  // the call's own error, not the query's
+    }
+    if (needed > launch.workspace_bytes) {
+      L.workspace_bytes = needed;
+      return needed;
+    }
+  }
+  throw error;
+}
+
+size_t launch_forward(Launch& L, const Graph& g, uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3,
+                      uintptr_t out, uintptr_t lse, uintptr_t stream, uintptr_t workspace, uint64_t seed,
+                      uintptr_t seed_ptr) {
+  const dfgnn_inputs_t in = to_inputs(slot_pointers(L, {a0, a1, a2, a3}));
+  return run_prepared(L, g, "dfgnnForward", stream, workspace, seed, seed_ptr,
+                      [&](const dfgnn_op_t& op, const dfgnn_launch_t& launch) {
+                        return dfgnnForward(L.ctx->handle, L.graph, &op, &in, reinterpret_cast<void*>(out),
+                                            reinterpret_cast<float*>(lse), &launch);
+                      });
+}
+
+size_t launch_backward(Launch& L, const Graph& g, uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3,
+                       uintptr_t out, uintptr_t lse, uintptr_t grad_out, uintptr_t g0, uintptr_t g1, uintptr_t g2,
+                       uintptr_t g3, uintptr_t stream, uintptr_t workspace, uint64_t seed, uintptr_t seed_ptr) {
+  const dfgnn_inputs_t in = to_inputs(slot_pointers(L, {a0, a1, a2, a3}));
+  const dfgnn_grads_t gr = to_grads(slot_pointers(L, {g0, g1, g2, g3}));
+  return run_prepared(L, g, "dfgnnBackward", stream, workspace, seed, seed_ptr,
+                      [&](const dfgnn_op_t& op, const dfgnn_launch_t& launch) {
+                        return dfgnnBackward(L.ctx->handle, L.graph, &op, &in, reinterpret_cast<const void*>(out),
+                                             reinterpret_cast<const float*>(lse),
+                                             reinterpret_cast<const void*>(grad_out), &gr, &launch);
+                      });
+}
+
 // Description of an array-like without importing its framework: dtype name, shape, device.
 nb::dict array_info(nb::handle obj) {
   InArray a = import_array<InArray>(obj, "array_info", "array");
@@ -923,6 +1051,8 @@ NB_MODULE(_dfgnn, m) {
             check(s, "dfgnnSetDatabase");
           },
           "user"_a.none(), "sites"_a.none())
+      .def_prop_ro("_address", [](const Context& c) { return reinterpret_cast<uintptr_t>(c.get()); },
+                   "the dfgnn_context_t as an int (for C++ extensions calling the C API, e.g. bench/)")
       .def("__eq__", [](const Context& a, const Context& b) { return a.box == b.box; })
       .def("__hash__", [](const Context& a) { return reinterpret_cast<uintptr_t>(a.box.get()); });
   m.def("default_context", &default_context);
@@ -930,6 +1060,8 @@ NB_MODULE(_dfgnn, m) {
   nb::class_<Graph>(m, "Graph", "A dfgnn graph handle (dfgnn_graph_t); build it through dfgnn.Graph")
       .def("size", &Graph::size)
       .def("context", [](const Graph& g) { return Context{g.ctx}; })
+      .def_prop_ro("_address", [](const Graph& g) { return reinterpret_cast<uintptr_t>(g.handle); },
+                   "the dfgnn_graph_t as an int (for C++ extensions calling the C API, e.g. bench/)")
       .def("csr", [](Graph& g) { return compressed(g, false); })
       .def("csc", [](Graph& g) { return compressed(g, true); })
       .def("fingerprint", [](const Graph& g) {
@@ -988,6 +1120,19 @@ NB_MODULE(_dfgnn, m) {
         "workspace"_a.none(), "schedule"_a.none());
   m.def("backward", &gpu_backward, "context"_a, "graph"_a, "op"_a, "inputs"_a, "out"_a, "lse"_a.none(),
         "grad_out"_a, "grads"_a, "stream"_a, "workspace"_a.none(), "schedule"_a.none());
+  nb::class_<Launch>(m, "Launch", "A prepared op direction for one graph (dfgnn.torch's call path)")
+      .def_prop_ro("workspace_bytes", [](const Launch& L) { return L.workspace_bytes; })
+      .def_prop_ro("direction", [](const Launch& L) { return L.direction; })
+      .def("forward", &launch_forward, "graph"_a, "a0"_a, "a1"_a, "a2"_a, "a3"_a, "out"_a, "lse"_a, "stream"_a,
+           "workspace"_a, "seed"_a, "seed_ptr"_a,
+           "dfgnnForward on raw device pointers (ints): the op's inputs in MODEL_INPUTS order, then edge "
+           "(0 when absent). Returns 0, or the workspace bytes needed when the workspace is too small.")
+      .def("backward", &launch_backward, "graph"_a, "a0"_a, "a1"_a, "a2"_a, "a3"_a, "out"_a, "lse"_a,
+           "grad_out"_a, "g0"_a, "g1"_a, "g2"_a, "g3"_a, "stream"_a, "workspace"_a, "seed"_a, "seed_ptr"_a,
+           "dfgnnBackward on raw device pointers, as forward.");
+  m.def("make_launch", &make_launch, "context"_a, "graph"_a, "op"_a, "direction"_a, "schedule"_a.none(),
+        "inputs"_a, "out"_a, "lse"_a.none(), "grad_out"_a.none(), "grads"_a.none(),
+        "Validates a first call's arrays as forward / backward do and returns its Launch.");
   m.def(
       "get_schedule",
       [](const Context& ctx, const Graph& g, const dfgnn_op_t& op, dfgnn_direction_t direction,

@@ -338,6 +338,7 @@ LaunchArgs launch_args(const dfgnn_launch_t* launch) {
     args.workspace = launch->workspace;
     args.workspace_bytes = launch->workspace_bytes;
     args.schedule = launch->schedule;
+    args.dropout_seed_device = launch->dropout_seed_device;
   }
   return args;
 }

@@ -310,6 +310,7 @@ void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inp
   p.slope = op.negative_slope;
   p.scale = static_cast<float>(effective_scale(op));
   set_dropout(op, p);
+  p.dropout_seed_ptr = reinterpret_cast<const unsigned long long*>(launch.dropout_seed_device);
   launch_pass(recipe->first, n, p, launch.stream);
 }
 
@@ -363,6 +364,7 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   p.slope = op.negative_slope;
   p.scale = static_cast<float>(effective_scale(op));
   set_dropout(op, p);
+  p.dropout_seed_ptr = reinterpret_cast<const unsigned long long*>(launch.dropout_seed_device);
 
   const int32_t prep_lanes = lanes_for_dim(op.dim, 1);
   {

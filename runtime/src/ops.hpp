@@ -22,6 +22,7 @@ struct LaunchArgs {
   size_t workspace_bytes = 0;
   // Forced schedule text (parse_schedules), or null for the default rule.
   const char* schedule = nullptr;
+  const uint64_t* dropout_seed_device = nullptr;  // overrides op.dropout_seed when set
 };
 
 // Schedules that would run (forced text validated, else the default rule). max_vec as allowed by

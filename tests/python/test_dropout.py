@@ -577,8 +577,10 @@ def test_cuda_layer_dropout_train_and_eval(name):
 @requires_torch_cuda
 @pytest.mark.parametrize("name", LAYERS)
 def test_cuda_layer_dropout_matches_cpu_reference(name):
-    """A training step of a layer on CUDA equals the same layer's step on the CPU float64 path under
-    the same torch.manual_seed (the seed comes from the CPU generator on both)."""
+    """A training step of a layer on CUDA equals the CPU float64 reference of the same attention with
+    the seed the CUDA layer drew: under torch.manual_seed(5), the first draw of
+    torch.randint(0, 2**62, (1,)) from torch's CUDA generator (the layers draw their seed on the
+    features' device)."""
     ei = torch.tensor(EDGES.T.copy())
     layer, _ = _layers(name, "cpu", torch.float64, dropout=0.4, cin=16, cout=8)
     gpu = _layers(name, "cuda", torch.float32, dropout=0.4, cin=16, cout=8)[0]
@@ -587,9 +589,241 @@ def test_cuda_layer_dropout_matches_cpu_reference(name):
     layer.train()
     gpu.train()
     torch.manual_seed(5)
-    want = _forward_backward(layer, x, ei)
-    torch.manual_seed(5)
     got = _forward_backward(gpu, x.float().cuda(), ei.cuda())
+    torch.manual_seed(5)
+    seed = int(torch.randint(0, 2 ** 62, (1,), device="cuda").item())
+    layer.zero_grad(set_to_none=True)
+    xx = x.clone().requires_grad_()
+    out = _layer_op(name, layer, xx, ei, seed)
+    out.square().sum().backward()
+    want = [out.detach(), xx.grad] + [p.grad for p in layer.parameters()]
     floor = 0.1 * max(w.norm().item() for w in want)
     errors = [_rel(a, b, floor) for a, b in zip(got, want)]
     assert max(errors) < 1e-4, f"relative errors (output, dx, parameter gradients): {errors}"
+
+
+# ---------------------------------------------------------------- device seeds (CUDA graphs, torch.compile)
+
+
+def _seed_op(model, t, seed_tensor, seed=0, p=0.3):
+    """The forward custom op with a seed tensor (the last argument) on a small Graph."""
+    g = small_graph()
+    names = dfgnn.MODEL_INPUTS[model]
+    edge = (None,) if model != "agnn" else ()
+    return g, dt.OPS[model](*(t[k] for k in names), None, g.key, False, 0.2, None, True, None, p, seed, *edge,
+                            dropout_seed_tensor=seed_tensor)
+
+
+@requires_torch
+@pytest.mark.parametrize("model", MODELS)
+def test_custom_op_seed_tensor_reaches_forward_and_backward(model):
+    """The custom ops' seed tensor argument (dropout_seed_tensor) takes the place of the int seed
+    (given 0 here) in the forward and, saved for it, in the backward: both equal the reference ops
+    with that seed (CPU: the reference path reads the tensor's value)."""
+    g = small_graph()
+    inputs, t = torch_inputs(model, N, 2, 3, "cpu", torch.float64)
+    g, (out, _lse) = _seed_op(model, t, torch.tensor([SEED]))
+    want, _ = dfgnn.reference_forward(g, model, inputs, dropout=0.3, dropout_seed=SEED)
+    np.testing.assert_array_equal(out.detach().numpy(), want)
+    go = torch.randn_like(out)
+    out.backward(go)
+    ref = dfgnn.reference_backward(g, model, inputs, go.numpy(), dropout=0.3, dropout_seed=SEED)
+    for k in inputs:
+        np.testing.assert_array_equal(t[k].grad.numpy(), ref[k], err_msg=k)
+
+
+@requires_torch
+def test_custom_op_seed_tensor_opcheck():
+    """Schema, fake implementation and autograd registration with the seed tensor given."""
+    _, t = torch_inputs("gat", N, 2, 3, "cpu", torch.float64)
+    g = small_graph()
+    args = (t["h"], t["att_src"], t["att_dst"], None, g.key, False, 0.2, None, True, None, 0.3, 0, None,
+            torch.tensor([SEED]))
+    torch.library.opcheck(dt.OPS["gat"], args)
+
+
+@requires_torch
+def test_function_seed_tensor_on_the_cpu():
+    """An autograd Function given a CPU seed tensor reads its value (the CPU path takes ints)."""
+    g = small_graph()
+    _, t = torch_inputs("transformer", N, 2, 3, "cpu", torch.float64)
+    a = _apply("transformer", g, t, 0.3, torch.tensor([SEED]))
+    b = _apply("transformer", g, t, 0.3, SEED)
+    assert torch.equal(a, b)
+
+
+def _cuda_call_both_paths(model, g, t, monkeypatch, **kw):
+    """(out, grads) of the function call through the autograd Functions and through the custom ops."""
+    results = []
+    for functions in (True, False):
+        monkeypatch.setattr(dt, "use_functions_in_eager", functions)
+        for x in t.values():
+            x.grad = None
+        out = call_op(model, g, t, **kw)
+        out.backward(torch.ones_like(out))
+        results.append((out.detach().clone(), {k: x.grad.clone() for k, x in t.items()}))
+    return results
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_device_seed_equals_int_seed(model, monkeypatch):
+    """A CUDA seed tensor (read by the kernels through dfgnn_launch_t.dropout_seed_device) gives the
+    int seed's mask, forward and backward, bitwise (deterministic kernels), on both eager paths; an
+    int32 tensor works as int64."""
+    g = small_graph()
+    _, t = torch_inputs(model, N, 2, 8, "cuda", torch.float32)
+    want = _cuda_call_both_paths(model, g, t, monkeypatch, dropout=0.3, dropout_seed=SEED)
+    for seed in (torch.tensor([SEED], device="cuda"), torch.tensor(SEED, device="cuda", dtype=torch.int32)):
+        got = _cuda_call_both_paths(model, g, t, monkeypatch, dropout=0.3, dropout_seed=seed)
+        for (out_a, grads_a), (out_b, grads_b) in zip(got, want):
+            assert torch.equal(out_a, out_b)
+            for k in grads_a:
+                assert torch.equal(grads_a[k], grads_b[k]), k
+    other = _cuda_call_both_paths(model, g, t, monkeypatch, dropout=0.3,
+                                  dropout_seed=torch.tensor([SEED + 1], device="cuda"))
+    assert not torch.equal(other[0][0], want[0][0])
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("name", LAYERS)
+def test_cuda_layer_draws_its_seed_on_the_device(name):
+    """In training a CUDA layer draws its seed with torch.randint on the features' device (torch's
+    CUDA generator): under the same torch.manual_seed it equals the functional op with that seed."""
+    ei = torch.tensor(EDGES.T.copy()).cuda()
+    layer = _layers(name, "cuda", torch.float32, dropout=0.5, cin=16, cout=8)[0].train()
+    x = torch.randn(N, 16, device="cuda")
+    torch.manual_seed(7)
+    got = layer(x, ei)
+    torch.manual_seed(7)
+    seed = torch.randint(0, 2 ** 62, (1,), device="cuda")
+    torch.testing.assert_close(got, _layer_op(name, layer, x, ei, int(seed.item())), rtol=0, atol=0)
+    torch.testing.assert_close(got, _layer_op(name, layer, x, ei, seed), rtol=0, atol=0)
+
+
+@requires_torch_cuda
+def test_cuda_training_step_with_dropout_does_not_sync():
+    """A warm training forward+backward of CUDA layers with dropout on a dfgnn.Graph makes no
+    synchronising CUDA call (torch.cuda.set_sync_debug_mode("error") raises on one, e.g. .item())."""
+    d = find_dataset("cora")
+    g = dt.graph(torch.from_numpy(dfgnn.Graph.from_file(d).edge_index()).cuda(), add_self_loops=True)
+    conv1, conv2 = dt.GATConv(16, 8, heads=4, dropout=0.6).cuda(), dt.TransformerConv(32, 8, dropout=0.6).cuda()
+    x = torch.randn(g.num_nodes, 16, device="cuda")
+
+    def step():
+        conv2(torch.relu(conv1(x, g)), g).square().sum().backward()
+    for _ in range(2):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
+def _gat2(dropout=0.6, cin=16):
+    torch.manual_seed(0)
+    return torch.nn.ModuleList([dt.GATConv(cin, 8, heads=8, dropout=dropout),
+                                dt.GATConv(64, 7, heads=1, concat=False, dropout=dropout)]).cuda()
+
+
+def _gat2_forward(layers, x, g):
+    return layers[1](torch.nn.functional.elu(layers[0](x, g)), g)
+
+
+@requires_torch_cuda
+def test_cuda_graph_replays_draw_fresh_masks():
+    """A training forward+backward with GATConv(dropout=0.6) captured in a CUDA graph (torch.cuda.graph):
+    each replay draws a new seed on the device (a new mask: outputs differ between replays on the same
+    input), and a replay after torch.manual_seed(s) gives what an eager step after torch.manual_seed(s)
+    gives (the captured torch.randint reads torch's CUDA generator state at replay)."""
+    d = find_dataset("cora")
+    g = dt.graph(torch.from_numpy(dfgnn.Graph.from_file(d).edge_index()).cuda(), add_self_loops=True)
+    layers = _gat2().train()
+    static_x = torch.randn(g.num_nodes, 16, device="cuda")
+
+    def step():
+        out = _gat2_forward(layers, static_x, g)
+        out.square().sum().backward()
+        return out
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            layers.zero_grad(set_to_none=True)
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    layers.zero_grad(set_to_none=True)
+    cuda_graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(cuda_graph):
+        static_out = step()
+    static = [static_out] + [p.grad for p in layers.parameters()]
+    replays = []
+    for s in range(3):
+        torch.manual_seed(100 + s)
+        cuda_graph.replay()
+        replays.append([t.clone() for t in static])
+    assert not torch.equal(replays[0][0], replays[1][0]) and not torch.equal(replays[1][0], replays[2][0]), \
+        "the same mask on two replays"
+    for s in range(3):
+        layers.zero_grad(set_to_none=True)
+        torch.manual_seed(100 + s)
+        want = [step().detach()] + [p.grad for p in layers.parameters()]
+        for a, b in zip(replays[s], want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@requires_torch_cuda
+def test_cuda_compile_reduce_overhead_training_with_dropout():
+    """torch.compile(mode="reduce-overhead", fullgraph=True) of the training forward and loss of a
+    2-layer GAT with dropout=0.6 (PyG's examples/gat.py), backward and optimiser step after it: no graph
+    break (fullgraph raises on one), CUDA graphs recorded and not skipped, a new mask each step, and,
+    with torch._inductor.config.fallback_random (inductor then draws with eager's generator calls), each
+    step's loss and gradients equal eager's under the same torch.manual_seed."""
+    from torch._dynamo.utils import counters
+    d = find_dataset("cora")
+    g = dt.graph(torch.from_numpy(dfgnn.Graph.from_file(d).edge_index()).cuda(), add_self_loops=True)
+    n = g.num_nodes
+    x = torch.randn(n, 16, device="cuda")
+    y = torch.randint(0, 7, (n,), device="cuda")
+    layers = _gat2().train()
+
+    def loss_fn(x, y):
+        return torch.nn.functional.cross_entropy(_gat2_forward(layers, x, g), y)
+
+    torch._dynamo.reset()
+    counters.clear()
+    import torch._inductor.config as inductor_config
+    with inductor_config.patch(fallback_random=True):
+        compiled = torch.compile(loss_fn, fullgraph=True, mode="reduce-overhead")
+        losses = []
+        for step in range(5):
+            layers.zero_grad(set_to_none=True)
+            torch.manual_seed(100 + step)
+            want = loss_fn(x, y)
+            want.backward()
+            want_grads = [p.grad.clone() for p in layers.parameters()]
+            layers.zero_grad(set_to_none=True)
+            torch.manual_seed(100 + step)
+            loss = compiled(x, y)
+            loss.backward()
+            torch.testing.assert_close(loss.detach().clone(), want.detach(), rtol=1e-5, atol=1e-6)
+            for a, b in zip([p.grad for p in layers.parameters()], want_grads):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+            losses.append(loss.item())
+    assert len(set(losses)) == len(losses), f"the same mask in two steps: losses {losses}"
+    assert counters["inductor"]["cudagraph_skips"] == 0, "inductor skipped CUDA graphs (see the log)"
+    # and a real training loop (Adam) on the compiled loss runs and learns
+    opt = torch.optim.Adam(layers.parameters(), lr=0.01)
+    first = None
+    for step in range(30):
+        opt.zero_grad(set_to_none=True)
+        loss = compiled(x, y)
+        loss.backward()
+        opt.step()
+        first = loss.item() if first is None else first
+    assert loss.item() < first
+    torch._dynamo.reset()

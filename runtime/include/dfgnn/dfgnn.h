@@ -367,6 +367,11 @@ typedef struct dfgnn_launch {
    * CSC) or one schedule for both. An invalid schedule is DFGNN_STATUS_INVALID_ARGUMENT with the
    * reason; a malformed one DFGNN_STATUS_PARSE_ERROR. */
   const char* schedule;
+  /* Device pointer to the dropout seed (one uint64 in device memory), or null. When set, the
+   * kernels read the seed from it and op->dropout_seed is ignored: a seed drawn on the device
+   * (e.g. by torch's CUDA generator) then needs no host sync, and a captured CUDA graph replays
+   * with whatever seed that memory holds. The backward must get the forward's seed. */
+  const uint64_t* dropout_seed_device;
 } dfgnn_launch_t;
 
 /* Bytes of workspace an op direction needs on this graph with the schedule that would run

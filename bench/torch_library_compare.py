@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Host time per call of two designs for dfgnn's torch ops, on PubMed GT (H=1, D=128, float32, a
+PubMed-sized random graph as in op_overhead.py): dfgnn.torch.transformer (Python autograd Function over
+the nanobind extension's prepared launches) against a C++ TORCH_LIBRARY op with its autograd in C++
+(bench/torch_library_op.cpp, built here with torch.utils.cpp_extension; the graph and context travel
+as the dfgnn handles). Same kernels and same graph; forward and forward+backward; the metrics of
+op_overhead.py (host_us, profiler_cpu_us, event_us).
+
+    PYTHONUNBUFFERED=1 python bench/torch_library_compare.py OUTDIR [--build-dir DIR]
+
+Writes OUTDIR/torch_library_compare.json and .md. Needs a GPU and a C++ compiler (the extension's
+build takes a minute or two the first time).
+"""
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+import torch
+
+import dfgnn
+import dfgnn.torch as dt
+from dfgnn import _dfgnn
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import op_overhead as oo  # noqa: E402
+
+
+def build(build_dir):
+    from torch.utils import cpp_extension
+    # with_cuda only for the CUDA headers and cudart (the source is C++): arch flags are unused, but
+    # cpp_extension asks for a device to pick them unless the list is given
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
+    package = pathlib.Path(dfgnn.__file__).resolve().parent
+    build_dir.mkdir(parents=True, exist_ok=True)
+    cpp_extension.load(name="dfgnn_bench_torch_library_op", sources=[str(HERE / "torch_library_op.cpp")],
+                       extra_include_paths=[str(HERE.parent / "runtime" / "include")],
+                       extra_ldflags=[f"-L{package}", "-l:libdfgnn.so.0", f"-Wl,-rpath,{package}"],
+                       build_directory=str(build_dir), with_cuda=True, is_python_module=False, verbose=False)
+    return torch.ops.dfgnn_bench.transformer
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("outdir", type=pathlib.Path)
+    p.add_argument("--build-dir", type=pathlib.Path, default=None, help="the extension's build directory")
+    p.add_argument("--batch", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--calls", type=int, default=200)
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("torch_library_compare: needs a CUDA device")
+    op = build(args.build_dir or args.outdir / "torch_library_build")
+    device = torch.device("cuda")
+    n, e = oo.PUBMED["nodes"], oo.PUBMED["edges"]
+    ei = oo.with_self_loops(oo.random_edge_index(n, e, device), n)
+    g = dt.graph(ei, n)
+    ctx, handle = _dfgnn.default_context()._address, g._h._address
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(n, 1, 128, device=device, requires_grad=True) for _ in range(3))
+    go = torch.randn(n, 1, 128, device=device)
+    calls = {"nanobind (dfgnn.torch.transformer)": lambda: dt.transformer(g, q, k, v),
+             "C++ TORCH_LIBRARY op": lambda: op(q, k, v, ctx, handle)}
+    a, b = (f() for f in calls.values())
+    torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernels
+    rows = []
+    for name, forward in calls.items():
+        def fwd(forward=forward):
+            with torch.no_grad():
+                forward()
+
+        def fwd_bwd(forward=forward):
+            forward().backward(go)
+        for passes, step in (("forward", fwd), ("forward+backward", fwd_bwd)):
+            for _ in range(10):
+                step()
+            row = dict(impl=name, passes=passes, host_us=oo.host_us(step, device, args.batch, args.repeats),
+                       profiler_cpu_us=oo.profiler_cpu_us(step, device, 50),
+                       event_us=oo.event_us(step, device, args.calls))
+            rows.append(row)
+            print(f"{name:36} {passes:17} host {row['host_us']:7.1f} us  profiler {row['profiler_cpu_us']:7.1f} us  "
+                  f"event {row['event_us']:7.1f} us", flush=True)
+    meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, dfgnn=dfgnn.__version__,
+                graph=dict(nodes=n, edges=e, edges_with_loops=int(ei.shape[1])), model="transformer H=1 D=128 fp32")
+    args.outdir.mkdir(parents=True, exist_ok=True)
+    (args.outdir / "torch_library_compare.json").write_text(json.dumps(dict(meta=meta, results=rows), indent=2) + "\n")
+    lines = [f"# nanobind path vs C++ TORCH_LIBRARY op ({meta['device']}, torch {meta['torch']})", "",
+             "| impl | passes | host us | profiler us | event us |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['impl']} | {r['passes']} | {r['host_us']:.1f} | {r['profiler_cpu_us']:.1f} | {r['event_us']:.1f} |"
+              for r in rows]
+    (args.outdir / "torch_library_compare.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
