@@ -8,7 +8,7 @@
 # Usage: tools/gpu-check.sh OUTDIR [SECTIONS] [DEBS=.devdeps] [DATASETS=.bench-data]
 #   SECTIONS (space-separated, default "tests"):
 #     tests     GPU tests (ctest -L gpu, without the long verify_quick) + compute-sanitizer memcheck,
-#               racecheck and synccheck on the tiny corpus and on the device graph build
+#               racecheck and synccheck on the tiny corpus (SANITIZERS picks) and on the device graph build
 #     quick     tests, plus verify_quick
 #     verify    the full differential verification sweep (all schedules, real graphs)
 #     real      verification on R-MAT and the real graphs
@@ -64,7 +64,7 @@ if has tests || has quick; then
   ctest --test-dir build-gpu -L gpu -j 8 "${exclude[@]}" --output-on-failure --timeout 900 > "$out/ctest-gpu.log" 2>&1
   tail -4 "$out/ctest-gpu.log"; grep -E "Failed|\*\*\*" "$out/ctest-gpu.log" | head -20
   step "compute-sanitizer on the tiny corpus"
-  tools=(memcheck racecheck synccheck)
+  read -r -a tools <<< "${SANITIZERS:-memcheck racecheck synccheck}"
   for tool in "${tools[@]}"; do
     limit=300; [ $tool = memcheck ] || limit=${SANITIZER_LIMIT:-150}
     timeout $limit compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
