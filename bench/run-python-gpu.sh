@@ -136,8 +136,8 @@ want inference_bench && run inference_bench "${T_INFER:-30}" "$out/bench/inferen
   "$py" bench/train_bench.py --what inference --out "$out/bench" --datasets "$datasets"
 grep -E "^\|" "$out/bench/inference.md" 2>/dev/null
 
-want op_overhead && run op_overhead "${T_OVERHEAD:-40}" "$out/bench/op_overhead.log" "$py" bench/op_overhead.py --profile 0
-grep -E "^(GAT|Transformer)" "$out/bench/op_overhead.log"
+want op_overhead && run op_overhead "${T_OVERHEAD:-90}" "$out/bench/op_overhead.log" "$py" bench/op_overhead.py "$out/op_overhead"
+tail -30 "$out/bench/op_overhead.log"
 
 # ---------------------------------------------------------------- end to end (bench/e2e.py)
 if want e2e; then
