@@ -764,7 +764,7 @@ dfgnn_launch_t launch_of(uintptr_t stream, const Workspace& w, const std::option
   l.stream = reinterpret_cast<void*>(stream);
   l.workspace = w.ptr;
   l.workspace_bytes = w.bytes;
-  l.schedule = cstr(schedule, "", "schedule");
+  l.schedule = cstr(schedule, "dfgnnForward/dfgnnBackward", "schedule");
   return l;
 }
 
@@ -822,7 +822,7 @@ size_t query_workspace(const Launch& L) {
   size_t bytes = 0;
   dfgnn_status_t s;
   unlocked([&] {
-    s = dfgnnGetWorkspaceSize(L.ctx->handle, L.graph, &L.op, L.direction, cstr(L.schedule), &bytes);
+    s = dfgnnGetWorkspaceSize(L.ctx->handle, L.graph, &L.op, L.direction, L.schedule ? L.schedule->c_str() : nullptr, &bytes);  // checked by make_launch
   });
   check(s, "dfgnnGetWorkspaceSize");
   return bytes;
@@ -882,7 +882,7 @@ size_t run_prepared(Launch& L, const Graph& g, const char* function, uintptr_t s
   launch.stream = reinterpret_cast<void*>(stream);
   launch.workspace = reinterpret_cast<void*>(workspace);
   launch.workspace_bytes = workspace != 0 ? L.workspace_bytes : 0;
-  launch.schedule = cstr(L.schedule);
+  launch.schedule = L.schedule ? L.schedule->c_str() : nullptr;  // checked by make_launch
   launch.dropout_seed_device = reinterpret_cast<const uint64_t*>(seed_ptr);
   dfgnn_status_t s;
   unlocked([&] { s = call(op, launch); });
