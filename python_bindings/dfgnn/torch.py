@@ -206,17 +206,15 @@ class _Prepared:
         self.forward = self.backward = None
         self.workspaces = {}  # (direction, stream) -> uint8 CUDA tensor
 
-    def workspace(self, launch, stream, nbytes=None, cache=True):
+    def workspace(self, launch, stream, nbytes=None):
         """The device scratch of a launch on a stream: one buffer per (graph, op, schedule, kind,
         direction, stream), from torch's caching allocator, made at the first call (so no call
-        queries the size); while a CUDA graph is being captured, or for the custom ops (cache=False:
-        torch.compile's CUDA graph trees run them in a private pool and refuse tensors that outlive
-        a replay untracked), a new one per call (captured launches must not share scratch with
-        eager ones)."""
+        queries the size); while a CUDA graph is being captured, a new one per call, from the
+        graph's pool (captured launches must not share scratch with eager ones)."""
         nbytes = launch.workspace_bytes if nbytes is None else nbytes
         if nbytes == 0:
             return None
-        if not cache or torch.cuda.is_current_stream_capturing():
+        if torch.cuda.is_current_stream_capturing():
             return torch.empty(nbytes, dtype=torch.uint8, device=self.device)
         key = (launch.direction, stream)
         ws = self.workspaces.get(key)
@@ -242,13 +240,13 @@ def _seed_args(seed):
     return seed, 0
 
 
-def _launch(prep, launch, run, stream, cache=True):
+def _launch(prep, launch, run, stream):
     """Runs a Launch call run(stream, workspace pointer) with the cached workspace; retried once with
     a larger one when dispatch changed its schedule since (the call then reports the bytes it needs)."""
-    ws = prep.workspace(launch, stream, cache=cache)
+    ws = prep.workspace(launch, stream)
     needed = run(0 if ws is None else ws.data_ptr())
     if needed:
-        ws = prep.workspace(launch, stream, needed, cache=cache)
+        ws = prep.workspace(launch, stream, needed)
         run(ws.data_ptr())
     return ws  # keeps the scratch alive until the call returned (the allocator orders its reuse)
 
@@ -271,7 +269,7 @@ class _OnDevice:
         return False if self.ctx is None else self.ctx.__exit__(*exc)
 
 
-def _cuda_forward(g, model, inputs, params, schedule, seed, first, cache=True):
+def _cuda_forward(g, model, inputs, params, schedule, seed, first):
     tensors = tuple(inputs.values())
     key = _launch_key(model, params, schedule, tensors)
     cache = _launches.get(g)
@@ -297,7 +295,7 @@ def _cuda_forward(g, model, inputs, params, schedule, seed, first, cache=True):
         a = _pointers(tensors)
         o, s = out.data_ptr(), lse.data_ptr()
         _launch(prep, launch, lambda ws: launch.forward(h, a[0], a[1], a[2], a[3], o, s, stream, ws, seed_int,
-                                                        seed_ptr), stream, cache)
+                                                        seed_ptr), stream)
     if fresh:
         g._device = prep.device
         if cache is None:
@@ -306,7 +304,7 @@ def _cuda_forward(g, model, inputs, params, schedule, seed, first, cache=True):
     return out, lse
 
 
-def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed, cache=True):
+def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed):
     tensors = tuple(inputs.values())
     cache = _launches.get(g)
     prep = None if cache is None else cache.get(_launch_key(model, params, schedule, tensors))
@@ -328,18 +326,17 @@ def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed,
         a, d = _pointers(tensors), _pointers(grads.values())
         o, s, go = out.data_ptr(), lse.data_ptr(), grad_out.data_ptr()
         _launch(prep, launch, lambda ws: launch.backward(h, a[0], a[1], a[2], a[3], o, s, go, d[0], d[1], d[2],
-                                                         d[3], stream, ws, seed_int, seed_ptr), stream, cache)
+                                                         d[3], stream, ws, seed_int, seed_ptr), stream)
     return grads
 
 
-def _run_forward(g, model, inputs, params, schedule, seed=0, cache=True):
+def _run_forward(g, model, inputs, params, schedule, seed=0):
     """inputs: dict slot -> contiguous tensors; params: the op's options but the seed; seed: an int
-    in [0, 2**64), or (CUDA) a one-element int64 tensor on the features' device; cache: keep the
-    workspace for the next call (the eager Functions; not the custom ops). Returns (out, lse)."""
+    in [0, 2**64), or (CUDA) a one-element int64 tensor on the features' device. Returns (out, lse)."""
     _check_graph(g)
     first = next(iter(inputs.values()))
     if first.is_cuda:
-        return _cuda_forward(g, model, inputs, params, schedule, _checked_seed(params, seed), first, cache)
+        return _cuda_forward(g, model, inputs, params, schedule, _checked_seed(params, seed), first)
     if first.dtype != torch.float64:
         raise invalid_argument(f"on the CPU dfgnn.torch runs the float64 reference ops, but the features are "
                                f"{first.dtype}: use CUDA tensors for float32/float16/bfloat16, or .double()",
@@ -353,7 +350,7 @@ def _run_forward(g, model, inputs, params, schedule, seed=0, cache=True):
     return out, lse
 
 
-def _run_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed=0, cache=True):
+def _run_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed=0):
     first = next(iter(inputs.values()))
     if grad_out.dtype != out.dtype:
         grad_out = grad_out.to(out.dtype)
@@ -361,8 +358,7 @@ def _run_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed=0
     if grad_out.shape != out.shape:
         grad_out = grad_out.view(out.shape)
     if first.is_cuda:
-        return _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, _checked_seed(params, seed),
-                              cache)
+        return _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, _checked_seed(params, seed))
     grads = {k: torch.empty_like(v) for k, v in inputs.items()}
     op = make_op(model, "float64", first.shape[1], first.shape[2], edge_features="edge" in inputs,
                  dropout_seed=_host_seed(seed), **params)
@@ -687,7 +683,7 @@ def _define_ops(model):
         inputs = _contiguous(dict(zip(names, xs)), edge)
         g = _op_graph(edge_index, key, loops, xs[0].shape[0])
         return _run_forward(g, model, inputs, _op_params(model, slope, scale, deterministic, dropout), schedule,
-                            seed_of(seed, seed_t), cache=False)
+                            seed_of(seed, seed_t))
 
     def forward_fake(*args):
         first = args[0]
@@ -702,7 +698,7 @@ def _define_ops(model):
         g = _op_graph(edge_index, key, loops, xs[0].shape[0])
         grads = _run_backward(g, model, inputs, out.contiguous(), lse.contiguous(), grad_out,
                               _op_params(model, slope, scale, deterministic, dropout), schedule,
-                              seed_of(seed, seed_t), cache=False)
+                              seed_of(seed, seed_t))
         return tuple(grads[n] for n in names) + ((grads.get("edge"),) if edges else ())
 
     def backward_fake(grad_out, *args):
