@@ -1602,6 +1602,17 @@ TEST(TuningDbExport, FullDiskExportLeavesNoFiles) {
   EXPECT_EQ(code, 0) << "see the child's messages above";
 }
 
+// The WAL index failing to grow (SQLITE_IOERR_SHMSIZE, no errno kept) happens when the disk is
+// full; seen in the soak test as "disk I/O error (SQLite code 4874)".
+TEST(TuningDbRobustness, WalIndexThatCannotGrowIsAFullDisk) {
+  using dfgnn::db::ErrorKind;
+  using dfgnn::db::detail::classify;
+  EXPECT_EQ(classify(SQLITE_IOERR_SHMSIZE, 0), ErrorKind::DiskFull);
+  EXPECT_EQ(classify(SQLITE_IOERR_WRITE, ENOSPC), ErrorKind::DiskFull);
+  EXPECT_EQ(classify(SQLITE_IOERR_WRITE, EIO), ErrorKind::Io);
+  EXPECT_EQ(classify(SQLITE_IOERR_SHMOPEN, 0), ErrorKind::Io);
+}
+
 // A full or read-only disk is reported as such, not as an unreadable database. Needs a private
 // mount namespace with a small tmpfs (root, or an unprivileged user namespace); skipped without.
 TEST(TuningDbRobustness, FullAndReadOnlyDisksAreNamed) {
