@@ -82,7 +82,7 @@ const std::vector<Command>& commands() {
       {"import", "import FILE...", "the same as merge", {}, false},
       {"merge", "merge FILE...",
        "pool the runs of other databases into this one (idempotent; each\n"
-       "file all or nothing)",
+       "file all or nothing; an empty file merges nothing)",
        {}, false},
       {"prune", "prune FILTERS",
        "delete runs matching all given filters (at least one):\n"
