@@ -1437,9 +1437,10 @@ int64_t process_start_ticks(int64_t pid) {
   if (paren == std::string::npos) return 0;
   std::istringstream fields(line.substr(paren + 1));
   std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i)  // starttime is field 22 (proc(5))
-    if (i == 22) return field.size() <= 18 && field.find_first_not_of("0123456789") == std::string::npos ? std::stoll(field) : 0;
-  return 0;
+  for (int i = 3; i <= 22; ++i)  // fields 3..22 follow; starttime is field 22 (proc(5))
+    if (!(fields >> field)) return 0;
+  if (field.size() > 18 || field.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoll(field);
 }
 
 fs::path export_temp_path(const fs::path& target, int64_t pid, int64_t start_ticks, const std::string& tag) {
@@ -1460,7 +1461,8 @@ void TuningDb::export_to(const fs::path& target) {
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
   if (ec) throw_db(t, fmt::format("cannot create directory: {}", ec.message()));
   remove_stale_temps(target);
-  const fs::path tmp = export_temp_path(target, getpid(), process_start_ticks(getpid()), new_run_id().substr(0, 12));
+  const fs::path tmp =
+      export_temp_path(target, getpid(), process_start_ticks(getpid()), new_run_id().substr(0, 12));
   try {
     {
       Query q(*conn_, "VACUUM INTO ?1");

@@ -288,8 +288,8 @@ class TuningDb {
 
   // The writable database at path: creates missing directories and the file, WAL journal,
   // migrates an older schema. A file with no schema at all (zero length, or the bare header that a
-  // process killed during its first open leaves) is initialised like a new one. Throws DATABASE_ERROR (naming the path and SQLite's message) for an
-  // unreadable, truncated, foreign or newer-schema file, which is left untouched.
+  // process killed during its first open leaves) is initialised like a new one. Throws
+  // DATABASE_ERROR (naming the path and SQLite's message) for an unreadable, truncated, foreign or newer-schema file, which is left untouched.
   static std::unique_ptr<TuningDb> open_user(const std::filesystem::path& path, Options options);
   static std::unique_ptr<TuningDb> open_user(const std::filesystem::path& path) { return open_user(path, Options()); }
   // A read-only database, opened immutable (no locking; safe on network filesystems). An older
