@@ -82,7 +82,7 @@ const std::vector<Command>& commands() {
       {"import", "import FILE...", "the same as merge", {}, false},
       {"merge", "merge FILE...",
        "pool the runs of other databases into this one (idempotent; each\n"
-       "file all or nothing)",
+       "file all or nothing; an empty file merges nothing)",
        {}, false},
       {"prune", "prune FILTERS",
        "delete runs matching all given filters (at least one):\n"
@@ -408,7 +408,7 @@ int cmd_merge(const fs::path& user, const std::vector<std::string>& files) {
   for (const std::string& f : files) {
     require_file(f);
     if (fs::equivalent(user, f, ec)) throw BadArgs{fmt::format("{}: {} is the database itself", "merge", f)};
-    TuningDb::open_read_only(f, TuningDb::Options());  // throws DATABASE_ERROR naming the file
+    TuningDb::open_merge_source(f, TuningDb::Options());  // throws DATABASE_ERROR naming the file
   }
   const bool existed = fs::exists(user, ec);
   auto db = TuningDb::open_user(user, db_options());
@@ -417,6 +417,12 @@ int cmd_merge(const fs::path& user, const std::vector<std::string>& files) {
   for (const std::string& f : files) {
     try {
       const MergeReport r = db->merge_from(f);
+      if (r.source_empty) {
+        say("merged {} -> {}: nothing to merge: {} is an empty file (no tuning schema; a process killed while "
+            "creating it leaves one)",
+            f, user.string(), f);
+        continue;
+      }
       say("merged {} -> {}: {} run(s) added, {} already present, {} rejected, {} candidate row(s) rejected, "
                  "{} result(s) updated, {} module(s) added{}",
           f, user.string(), r.runs_added, r.runs_present, r.runs_rejected, r.candidates_rejected, r.results_updated,

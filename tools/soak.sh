@@ -90,11 +90,12 @@ leftovers=$(find "$fs" -type f ! -name '*.tmp-*' ! -name '*.db' ! -name '*.db-wa
             sort | tr '\n' ' ')
 
 # Every logged commit must be in the shared database (private ones arrived through the merges).
-counts=$(python3 - "$fs/shared.db" "$logs" <<'PY'
+counts=$(python3 - "$fs/shared.db" "$logs" 2>"$logs/problems.txt" <<'PY'
 import glob, os, sqlite3, sys
 db, logs = sys.argv[1], sys.argv[2]
 present = {r[0] for r in sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT uuid FROM runs")}
-c = dict(commits=0, shared=0, private=0, merges=0, exports=0, reads=0, enospc=0, lockerrors=0, errors=0, lost=0)
+c = dict(commits=0, shared=0, private=0, merges=0, exports=0, reads=0, enospc=0, enospc_tune=0, enospc_merge=0,
+         enospc_export=0, enospc_read=0, lockerrors=0, errors=0, lost=0)
 lost, errors = [], []
 for path in glob.glob(os.path.join(logs, "worker-*.log")):
     for line in open(path):
@@ -106,14 +107,15 @@ for path in glob.glob(os.path.join(logs, "worker-*.log")):
         elif w[0] == "merge": c["merges"] += 1
         elif w[0] == "export": c["exports"] += 1
         elif w[0] == "read": c["reads"] += 1
-        elif w[0] == "enospc": c["enospc"] += 1
+        elif w[0] == "enospc": c["enospc"] += 1; k = "enospc_" + w[1]; c[k] = c.get(k, 0) + 1
         elif w[0] == "lockerror": c["lockerrors"] += 1; errors.append(line.strip())
         elif w[0] == "error": c["errors"] += 1; errors.append(line.strip())
 c["lost"] = len(lost)
 c["runs_in_db"] = len(present)
+c["results_in_db"] = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT COUNT(*) FROM results").fetchone()[0]
 print(" ".join(f"{k}={v}" for k, v in c.items()))
 for l in lost[:10]: print("LOST", l, file=sys.stderr)
-for e in sorted(set(errors))[:20]: print("ERROR", e, file=sys.stderr)
+for e in sorted(set(errors))[:20]: print("ERROR", e[:300], file=sys.stderr)
 PY
 )
 eval "$counts"
@@ -129,11 +131,11 @@ report=$(cat <<MD
 | SIGKILLs | $kills |
 | filesystem fills (tmpfs ${fs_mb} MiB) | $fills |
 | commits logged (shared / private) | $commits ($shared / $private) |
-| runs in the final database | $runs_in_db |
+| runs in the final database | $runs_in_db ($results_in_db results) |
 | merges | $merges |
 | exports | $exports |
 | reads of the export | $reads |
-| ENOSPC events reported to a caller | $enospc |
+| ENOSPC events reported to a caller (tune / merge / export / read) | $enospc ($enospc_tune / $enospc_merge / $enospc_export / $enospc_read) |
 | lock errors reported to a caller | $lockerrors |
 | other errors reported to a caller | $errors |
 | committed rows lost | $lost |
@@ -144,6 +146,9 @@ report=$(cat <<MD
 | result | $([ $ok = yes ] && echo PASS || echo FAIL) |
 MD
 )
+if [ -s "$logs/problems.txt" ]; then  # the lost run ids and distinct error lines, for the report
+  report+=$'\n\nLost runs and distinct errors (at most 10 and 20):\n\n```\n'"$(cat "$logs/problems.txt")"$'\n```'
+fi
 echo "$report"
 cat "$logs/verify-shared.txt" "$logs/verify-export.txt"
 [ -n "${DFGNN_SOAK_REPORT:-}" ] && echo "$report" >"$DFGNN_SOAK_REPORT"

@@ -59,7 +59,9 @@ ErrorKind classify(int rc, int system_errno) {
     case SQLITE_NOTADB: return ErrorKind::NotADatabase;
     case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
-      // The errno behind it tells a full or read-only disk from other I/O failures.
+      // The errno behind it tells a full or read-only disk from other I/O failures. SQLite keeps no
+      // errno when the WAL index (-shm) cannot grow: on Linux that is a full filesystem.
+      if (rc == SQLITE_IOERR_SHMSIZE) return ErrorKind::DiskFull;
       if (system_errno == ENOSPC || system_errno == EDQUOT) return ErrorKind::DiskFull;
       if (system_errno == EROFS || system_errno == EACCES || system_errno == EPERM) return ErrorKind::ReadOnly;
       return ErrorKind::Io;

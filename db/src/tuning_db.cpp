@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -24,6 +26,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <signal.h>
@@ -202,25 +205,37 @@ uint32_t be32(const unsigned char* p) {
 
 // Cheap checks before SQLite touches the file: an existing file must start with SQLite's header
 // and not be shorter than the header says (a truncated copy), unless a WAL file may complete it.
+// The size and the header come from one open file: an export may rename a new snapshot over the
+// path at any moment, and two lookups by path could compare one file's size with another's header.
 // Never modifies anything.
 void check_file(const fs::path& path, bool must_exist) {
   const std::string p = path.string();
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno != ENOENT) throw_db(p, fmt::format("cannot open the file for reading: {}", std::strerror(errno)));
     if (must_exist) throw_db(p, "file does not exist");
     return;
   }
-  if (!fs::is_regular_file(st)) throw_db(p, "not a regular file");
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) throw_db(p, "cannot read the file size: " + ec.message());
+  const struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_db(p, fmt::format("cannot read the file size: {}", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw_db(p, "not a regular file");
+  const auto size = static_cast<uintmax_t>(st.st_size);
   if (size == 0) return;  // an empty file is an empty database
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_db(p, fmt::format("cannot open the file for reading: {}", std::strerror(errno)));
   std::array<unsigned char, 100> header{};
-  in.read(reinterpret_cast<char*>(header.data()), header.size());
-  if (in.gcount() < static_cast<std::streamsize>(header.size()) ||
-      std::memcmp(header.data(), "SQLite format 3", 16) != 0)
+  size_t got = 0;
+  while (got < header.size()) {
+    const ssize_t n = ::pread(fd, header.data() + got, header.size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_db(p, fmt::format("cannot read the file: {}", std::strerror(errno)));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < header.size() || std::memcmp(header.data(), "SQLite format 3", 16) != 0)
     throw_db(p, fmt::format("not an SQLite database (bad file header: garbage or a truncated file of {} bytes); "
                             "the file was left untouched",
                             size));
@@ -233,6 +248,7 @@ void check_file(const fs::path& path, bool must_exist) {
   const uint32_t valid_for = be32(&header[92]);
   fs::path wal = path;
   wal += "-wal";
+  std::error_code ec;
   const bool wal_has_frames = fs::exists(wal, ec) && fs::file_size(wal, ec) > 0 && !ec;
   if (!wal_has_frames && valid_for == change_counter && pages > 0 &&
       size < static_cast<uintmax_t>(pages) * page_size)
@@ -936,6 +952,12 @@ std::unique_ptr<TuningDb> TuningDb::open_site(const fs::path& path, Options opti
 }
 
 std::unique_ptr<TuningDb> TuningDb::open_read_only(const fs::path& path, Options options) {
+  std::unique_ptr<TuningDb> db = open_merge_source(path, options);
+  if (!db) throw_db(path.string(), "empty file: not a tuning database");
+  return db;
+}
+
+std::unique_ptr<TuningDb> TuningDb::open_merge_source(const fs::path& path, Options options) {
   const std::string p = path.string();
   check_file(path, /*must_exist=*/true);
   try {
@@ -949,6 +971,7 @@ std::unique_ptr<TuningDb> TuningDb::open_read_only(const fs::path& path, Options
       db->schema_version_ = version;
       return db;
     }
+    if (version == 0) return nullptr;  // and no tables (read_checked_version refuses tables without a version)
   } catch (const DbError& e) {
     if (e.kind() == ErrorKind::Foreign || e.kind() == ErrorKind::NewerSchema) throw;
     log_debug("tuning database {}: read-only open with locking failed ({}); trying immutable", p, e.what());
@@ -1217,8 +1240,15 @@ MergeReport TuningDb::merge_from(const fs::path& other) {
   Impl::require_writable(*this);
   Options source_options;
   source_options.migrations = options_.migrations;
-  std::unique_ptr<TuningDb> src = open_read_only(other, source_options);
+  std::unique_ptr<TuningDb> src = open_merge_source(other, source_options);
   MergeReport report;
+  if (!src) {
+    log_warn("merging {}: the file has no tuning schema (a process killed while creating it leaves such a file): "
+             "nothing to merge",
+             other.string());
+    report.source_empty = true;
+    return report;
+  }
   std::lock_guard lock(mutex_);
   Connection& conn = *conn_;
   Connection& sconn = *src->conn_;
@@ -1340,18 +1370,39 @@ std::string temp_host() {
   return h;
 }
 
+// Whether process pid, started at start_ticks (0: unknown), still runs. A running pid with another
+// start time is a new process that reuses the number (pid_max is often 32768, and numbers wrap
+// within minutes on a busy host). Where it cannot be told, the process is taken to run.
+bool process_runs(int64_t pid, int64_t start_ticks) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  if (start_ticks == 0) return true;
+  const int64_t now = process_start_ticks(pid);
+  return now == 0 || now == start_ticks;
+}
+
+// Removes a snapshot temp file and the journal, WAL and shared-memory files SQLite may have made
+// beside it.
+void remove_with_sidecars(const fs::path& file) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-journal", "-wal", "-shm"}) fs::remove(fs::path(file.string() + suffix), ec);
+}
+
 // Removes the leftovers of killed exports to target: files named as export_temp_path() names them
-// (plus SQLite's -journal / -wal / -shm of such a file) for this host and a process id that no
-// longer runs. A live writer's file, another host's (its pid means nothing here) and any other
-// name are left alone.
+// (plus SQLite's -journal / -wal / -shm of such a file) for this host and a process that no longer
+// runs. A live writer's file, another host's (its pid means nothing here) and any other name are
+// left alone.
 void remove_stale_temps(const fs::path& target) {
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string prefix = target.filename().string() + ".tmp-" + temp_host() + "-";
+  auto all = [](const std::string& text, int (*test)(int)) {
+    return !text.empty() &&
+           std::all_of(text.begin(), text.end(), [&](char c) { return test(static_cast<unsigned char>(c)) != 0; });
+  };
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    std::string rest = name.substr(prefix.size());  // PID-TAG[-journal|-wal|-shm]
+    std::string rest = name.substr(prefix.size());  // PID-START-TAG[-journal|-wal|-shm]
     for (const char* suffix : {"-journal", "-wal", "-shm"}) {
       const std::string s = suffix;
       if (rest.size() > s.size() && rest.compare(rest.size() - s.size(), s.size(), s) == 0) {
@@ -1359,16 +1410,16 @@ void remove_stale_temps(const fs::path& target) {
         break;
       }
     }
-    const size_t dash = rest.find('-');
-    if (dash == std::string::npos || dash == 0 || dash > 9 || dash + 1 == rest.size()) continue;
-    const std::string pid_text = rest.substr(0, dash), tag = rest.substr(dash + 1);
-    auto all = [](const std::string& text, int (*test)(int)) {
-      return std::all_of(text.begin(), text.end(), [&](char c) { return test(static_cast<unsigned char>(c)) != 0; });
-    };
-    if (!all(pid_text, ::isdigit) || !all(tag, ::isxdigit)) continue;
-    const long pid = std::stol(pid_text);
-    if (pid <= 1) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    const size_t dash1 = rest.find('-');
+    const size_t dash2 = dash1 == std::string::npos ? dash1 : rest.find('-', dash1 + 1);
+    if (dash2 == std::string::npos) continue;
+    const std::string pid_text = rest.substr(0, dash1), start_text = rest.substr(dash1 + 1, dash2 - dash1 - 1),
+                      tag = rest.substr(dash2 + 1);
+    if (pid_text.size() > 9 || start_text.size() > 18 || !all(pid_text, ::isdigit) || !all(start_text, ::isdigit) ||
+        !all(tag, ::isxdigit))
+      continue;
+    const int64_t pid = std::stoll(pid_text);
+    if (pid <= 1 || process_runs(pid, std::stoll(start_text))) continue;
     std::error_code rm;
     if (fs::remove(it->path(), rm))
       log_info("tuning database export {}: removed {}, left by process {} that no longer runs", target.string(),
@@ -1378,9 +1429,23 @@ void remove_stale_temps(const fs::path& target) {
 
 }  // namespace
 
-fs::path export_temp_path(const fs::path& target, int64_t pid, const std::string& tag) {
+int64_t process_start_ticks(int64_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  const size_t paren = line.rfind(')');  // the command name before it may hold spaces and ')'
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(line.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i)  // fields 3..22 follow; starttime is field 22 (proc(5))
+    if (!(fields >> field)) return 0;
+  if (field.size() > 18 || field.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoll(field);
+}
+
+fs::path export_temp_path(const fs::path& target, int64_t pid, int64_t start_ticks, const std::string& tag) {
   fs::path tmp = target;
-  tmp += fmt::format(".tmp-{}-{}-{}", temp_host(), pid, tag);
+  tmp += fmt::format(".tmp-{}-{}-{}-{}", temp_host(), pid, start_ticks, tag);
   return tmp;
 }
 
@@ -1396,7 +1461,8 @@ void TuningDb::export_to(const fs::path& target) {
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
   if (ec) throw_db(t, fmt::format("cannot create directory: {}", ec.message()));
   remove_stale_temps(target);
-  const fs::path tmp = export_temp_path(target, getpid(), new_run_id().substr(0, 12));
+  const fs::path tmp =
+      export_temp_path(target, getpid(), process_start_ticks(getpid()), new_run_id().substr(0, 12));
   try {
     {
       Query q(*conn_, "VACUUM INTO ?1");
@@ -1407,12 +1473,12 @@ void TuningDb::export_to(const fs::path& target) {
     Connection out(open_handle(tmp.string(), SQLITE_OPEN_READWRITE, t), t);
     out.exec("PRAGMA journal_mode = DELETE");
   } catch (...) {
-    fs::remove(tmp, ec);
+    remove_with_sidecars(tmp);  // a failed VACUUM INTO (a full disk) can leave its journal
     throw;
   }
   fs::rename(tmp, target, ec);
   if (ec) {
-    fs::remove(tmp, ec);
+    remove_with_sidecars(tmp);
     throw_db(t, fmt::format("cannot move the snapshot into place: {}", ec.message()));
   }
 }

@@ -127,8 +127,12 @@ struct CandidateStat {
 };
 
 // The temporary file an export to target by process pid writes before renaming it into place:
-// "TARGET.tmp-HOST-PID-TAG" (HOST: this host's name, TAG: random hex digits).
-std::filesystem::path export_temp_path(const std::filesystem::path& target, int64_t pid, const std::string& tag);
+// "TARGET.tmp-HOST-PID-START-TAG" (HOST: this host's name, START: the process's start time,
+// process_start_ticks(), so that a new process reusing the pid is told apart; TAG: random hex).
+std::filesystem::path export_temp_path(const std::filesystem::path& target, int64_t pid, int64_t start_ticks,
+                                       const std::string& tag);
+// When process pid started, in clock ticks since boot (/proc/PID/stat); 0 where unknown.
+int64_t process_start_ticks(int64_t pid);
 
 // Convenience for the tuner: the statistics of a list of samples (ms).
 CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const std::vector<double>& samples_ms);
@@ -247,6 +251,7 @@ struct MergeReport {
   int64_t results_updated = 0;
   int64_t modules_added = 0;
   int64_t modules_rejected = 0;  // malformed module rows in the source: skipped, logged
+  bool source_empty = false;     // the source had no schema (open_merge_source): nothing merged, logged
 };
 
 struct DbStats {
@@ -282,8 +287,9 @@ class TuningDb {
   };
 
   // The writable database at path: creates missing directories and the file, WAL journal,
-  // migrates an older schema. Throws DATABASE_ERROR (naming the path and SQLite's message) for an
-  // unreadable, truncated, foreign or newer-schema file, which is left untouched.
+  // migrates an older schema. A file with no schema at all (zero length, or the bare header that a
+  // process killed during its first open leaves) is initialised like a new one. Throws
+  // DATABASE_ERROR (naming the path and SQLite's message) for an unreadable, truncated, foreign or newer-schema file, which is left untouched.
   static std::unique_ptr<TuningDb> open_user(const std::filesystem::path& path, Options options);
   static std::unique_ptr<TuningDb> open_user(const std::filesystem::path& path) { return open_user(path, Options()); }
   // A read-only database, opened immutable (no locking; safe on network filesystems). An older
@@ -293,6 +299,10 @@ class TuningDb {
   // A read-only database opened with locking (mode=ro), for reading a live user database of
   // another process consistently (merge_from uses it; falls back to immutable if that fails).
   static std::unique_ptr<TuningDb> open_read_only(const std::filesystem::path& path, Options options);
+  // open_read_only for a merge source: an empty database (no schema at all: a zero-length file, or
+  // the bare header that a process killed during its first open_user leaves) gives nullptr, as
+  // there is nothing to merge; everything else as open_read_only (which refuses an empty file).
+  static std::unique_ptr<TuningDb> open_merge_source(const std::filesystem::path& path, Options options);
 
   ~TuningDb();
   TuningDb(const TuningDb&) = delete;
@@ -340,7 +350,8 @@ class TuningDb {
   // ids, hosts, times, environments). Rows failing validation (including this database's
   // validator, per candidate) are skipped and counted. All or nothing: one snapshot of the source,
   // one write transaction here, so on any error (a full disk, a damaged source) nothing was
-  // merged, and repeating the merge later is always safe.
+  // merged, and repeating the merge later is always safe. A source with no schema at all (what a
+  // process killed during its first open_user leaves) merges nothing, with report.source_empty.
   MergeReport merge_from(const std::filesystem::path& path);
   // Writes a consistent, compacted snapshot to path (VACUUM INTO a temporary file in the same
   // directory, export_temp_path(), switched to rollback journal so it opens immutable, then renamed

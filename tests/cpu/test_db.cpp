@@ -656,6 +656,44 @@ TEST(TuningDbRobustness, TruncatedFileGivesClearError) {
   }
 }
 
+// A reader of a path that exports keep replacing (rename over it) sees one whole snapshot or the
+// next, never one file's size with another's header (a false "truncated file").
+TEST(TuningDbRobustness, ReaderOfAReplacedSnapshotSeesOneWholeFile) {
+  TempDir dir;
+  const fs::path small = dir / "small.db", big = dir / "big.db", path = dir / "site.db";
+  {
+    auto db = TuningDb::open_user(dir / "user.db");
+    db->put_result(make_run(h200(), op_gat(), 0, {cand(sched(32), 1)}));
+    db->export_to(small);
+    for (int k = 1; k < 400; ++k) db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 2)}));
+    db->export_to(big);
+  }
+  ASSERT_GT(fs::file_size(big), 8 * fs::file_size(small));
+  fs::copy_file(small, path);
+  const pid_t swapper = spawn([&] {  // replaces path by the other snapshot, as fast as it can
+    const fs::path tmp = dir / "site.db.next";
+    for (uint64_t i = 0;; ++i) {
+      if (link((i % 2 ? small : big).c_str(), tmp.c_str()) != 0 || rename(tmp.c_str(), path.c_str()) != 0) return 1;
+    }
+    return 0;
+  });
+  int opens = 0;
+  std::vector<std::string> errors;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (std::chrono::steady_clock::now() < until || opens < 200) {
+    try {
+      const int64_t results = TuningDb::open_site(path)->stats().results;
+      if (results != 1 && results != 400) errors.push_back(fmt::format("{} results", results));
+    } catch (const std::exception& e) {
+      errors.push_back(e.what());
+    }
+    ++opens;
+  }
+  kill(swapper, SIGKILL);
+  wait_exit(swapper);
+  EXPECT_TRUE(errors.empty()) << errors.size() << " of " << opens << " opens failed, e.g. " << errors.front();
+}
+
 TEST(TuningDbRobustness, CorruptedPagesAreErrorsOrMissesNeverCrashes) {
   TempDir dir;
   {
@@ -1358,6 +1396,38 @@ TEST(TuningDbMerge, FullDiskCommitsNothing) {
   EXPECT_EQ(db->merge_from(src).runs_added, 600);  // with space, the same merge goes through
 }
 
+// What a process killed during its first open_user leaves (a zero-length file, or the bare header
+// that switching to WAL writes): merging it merges nothing, with a note; opening it for writing
+// initialises it.
+TEST(TuningDbMerge, EmptySourceMergesNothing) {
+  TempDir dir;
+  const fs::path zero = dir / "zero.db", bare = dir / "bare.db", dst = dir / "dst.db";
+  write_bytes(zero, "");
+  raw_exec(bare, "PRAGMA journal_mode = WAL");
+  ASSERT_GT(fs::file_size(bare), 0u);
+  ASSERT_EQ(raw_int(bare, "PRAGMA user_version"), 0);
+  auto db = TuningDb::open_user(dst);
+  db->put_result(make_run(h200(), op_gat(), 0, {cand(sched(32), 1)}, "dst-run"));
+  for (const fs::path& empty : {zero, bare}) {
+    const auto before = snapshot(*db);
+    const std::string bytes = read_bytes(empty);
+    const dfgnn::db::MergeReport r = db->merge_from(empty);
+    EXPECT_TRUE(r.source_empty) << empty;
+    EXPECT_EQ(r.runs_added + r.runs_present + r.runs_rejected + r.modules_added, 0) << empty;
+    EXPECT_EQ(read_bytes(empty), bytes) << empty;  // a merge never writes its source
+    EXPECT_EQ(snapshot(*db), before);
+    // open_read_only (dfgnn-db list / show) still says it holds no database.
+    EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_read_only(empty, {}); }).what(), "empty file")) << empty;
+    // The next open for writing initialises it, and then it merges like any database.
+    TuningDb::open_user(empty)->put_result(make_run(h200(), op_gat(), 1, {cand(sched(8), 1)}, "run-" + empty.stem().string()));
+    const dfgnn::db::MergeReport full = db->merge_from(empty);
+    EXPECT_FALSE(full.source_empty);
+    EXPECT_EQ(full.runs_added, 1) << empty;
+  }
+  EXPECT_EQ(db->stats().runs, 3);
+  EXPECT_TRUE(db->verify().empty());
+}
+
 // A damaged source found after its runs were read (its modules' key index) merges nothing.
 TEST(TuningDbMerge, DamagedSourceModulesCommitNothing) {
   TempDir dir;
@@ -1423,10 +1493,11 @@ TEST(TuningDbExport, KilledExportsLeaveNoTempFilesBehind) {
   // A dead writer's file made by hand (with a journal), a live writer's (this process), a foreign name.
   pid_t dead = spawn([] { return 0; });
   wait_exit(dead);
-  const fs::path stale = dfgnn::db::export_temp_path(out, dead, "00112233aabb");
+  const fs::path stale = dfgnn::db::export_temp_path(out, dead, 4242, "00112233aabb");
   write_bytes(stale, "partial");
   write_bytes(fs::path(stale.string() + "-journal"), "partial");
-  const fs::path live = dfgnn::db::export_temp_path(out, getpid(), "445566778899");
+  const fs::path live =
+      dfgnn::db::export_temp_path(out, getpid(), dfgnn::db::process_start_ticks(getpid()), "445566778899");
   write_bytes(live, "in progress");
   write_bytes(fs::path(out.string() + ".tmp-notours"), "x");
   TuningDb::open_read_only(dir / "user.db", {})->export_to(out);
@@ -1436,6 +1507,110 @@ TEST(TuningDbExport, KilledExportsLeaveNoTempFilesBehind) {
   std::sort(found.begin(), found.end());
   EXPECT_EQ(found, expected);
   EXPECT_EQ(TuningDb::open_site(out)->stats().results, 300);
+}
+
+// A process id is reused within minutes on a busy host (pid_max is often 32768): the temp file of
+// a dead exporter whose number now belongs to another process is stale all the same.
+TEST(TuningDbExport, TempFileOfAReusedPidIsStale) {
+  TempDir dir;
+  TuningDb::open_user(dir / "user.db")->put_result(make_run(h200(), op_gat(), 0, {cand(sched(32), 1)}));
+  const fs::path out = dir / "site.db";
+  const int64_t started = dfgnn::db::process_start_ticks(getpid());
+  ASSERT_GT(started, 0) << "no /proc/self/stat";
+  EXPECT_EQ(dfgnn::db::process_start_ticks(getpid()), started);
+  const fs::path reused = dfgnn::db::export_temp_path(out, getpid(), started + 1, "0123456789ab");
+  const fs::path mine = dfgnn::db::export_temp_path(out, getpid(), started, "ba9876543210");
+  for (const fs::path& p : {reused, fs::path(reused.string() + "-journal"), mine}) write_bytes(p, "partial");
+  TuningDb::open_read_only(dir / "user.db", {})->export_to(out);
+  EXPECT_FALSE(fs::exists(reused));
+  EXPECT_FALSE(fs::exists(reused.string() + "-journal"));
+  EXPECT_TRUE(fs::exists(mine));  // this very process's: in progress
+  EXPECT_EQ(TuningDb::open_site(out)->stats().results, 1);
+}
+
+// An export that fails on a full filesystem removes its temp file and whatever SQLite made beside
+// it: a snapshot larger than SQLite's page cache spills pages early, after writing a rollback
+// journal that SQLite keeps when the disk then fills up. Tried with no free byte at all, with less
+// space than the page cache, and at every page around the snapshot's size. Needs a private tmpfs
+// (as FullAndReadOnlyDisksAreNamed).
+TEST(TuningDbExport, FullDiskExportLeavesNoFiles) {
+  TempDir dir;
+  {
+    auto db = TuningDb::open_user(dir / "user.db");
+    for (int k = 0; k < 50; ++k)
+      db->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1 + k % 5), cand(sched(8), 0.8 + k % 3)}));
+    for (int k = 0; k < 40; ++k)  // 4 MB of modules: twice SQLite's default page cache
+      db->put_module(ModuleRecord{fmt::format("module-{:03d}", k), std::vector<char>(100000, static_cast<char>('a' + k % 26)),
+                                  {"n"}, {"l"}, 90, 12080, "t-hash-1", 0});
+    db->export_to(dir / "probe.db");
+  }
+  const int64_t snapshot_pages = static_cast<int64_t>(fs::file_size(dir / "probe.db")) / 4096;
+  ASSERT_GT(snapshot_pages, 900);
+  std::vector<int64_t> sizes = {0, 256, 512, 750};  // pages of 4 KiB; 0: filled up with a ballast file
+  for (int64_t pages = snapshot_pages - 3; pages <= snapshot_pages + 8; ++pages) sizes.push_back(pages);
+  const fs::path mnt = dir / "mnt";
+  fs::create_directories(mnt);
+  const pid_t child = spawn([&]() -> int {
+    if (unshare(CLONE_NEWNS) != 0) {
+      const uid_t uid = getuid();
+      const gid_t gid = getgid();
+      if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return 77;
+      std::ofstream("/proc/self/setgroups") << "deny";
+      std::ofstream("/proc/self/uid_map") << "0 " << uid << " 1";
+      std::ofstream("/proc/self/gid_map") << "0 " << gid << " 1";
+    }
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+    auto db = TuningDb::open_read_only(dir / "user.db", {});
+    int failures = 0, full = 0, fitted = 0;
+    for (const int64_t pages : sizes) {
+      if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, fmt::format("size={}", std::max<int64_t>(pages, 64) * 4096).c_str()) != 0)
+        return 77;
+      if (pages == 0) {
+        std::ofstream fill(mnt / "out.db", std::ios::binary);  // the ballast (named as the output, which it replaces)
+        const std::string block(4096, 'f');
+        while (fill.write(block.data(), block.size())) {
+        }
+      }
+      try {
+        db->export_to(mnt / "out.db");
+        ++fitted;
+      } catch (const dfgnn::db::DbError& e) {
+        ++full;
+        if (e.kind() != dfgnn::db::ErrorKind::DiskFull) {
+          std::fprintf(stderr, "%lld pages: kind %s: %s\n", static_cast<long long>(pages),
+                       dfgnn::db::error_kind_name(e.kind()), e.what());
+          ++failures;
+        }
+      }
+      for (const auto& entry : fs::directory_iterator(mnt))
+        if (entry.path().filename() != "out.db") {
+          std::fprintf(stderr, "%lld pages: left behind: %s\n", static_cast<long long>(pages),
+                       entry.path().filename().c_str());
+          ++failures;
+        }
+      umount(mnt.c_str());
+    }
+    if (full < 5 || fitted == 0) {
+      std::fprintf(stderr, "%d exports failed and %d fitted: the sizes missed the boundary\n", full, fitted);
+      ++failures;
+    }
+    std::fflush(stderr);
+    return failures;
+  });
+  const int code = wait_exit(child);
+  if (code == 77) GTEST_SKIP() << "cannot mount a private tmpfs here (needs root or user namespaces)";
+  EXPECT_EQ(code, 0) << "see the child's messages above";
+}
+
+// The WAL index failing to grow (SQLITE_IOERR_SHMSIZE, no errno kept) happens when the disk is
+// full; seen in the soak test as "disk I/O error (SQLite code 4874)".
+TEST(TuningDbRobustness, WalIndexThatCannotGrowIsAFullDisk) {
+  using dfgnn::db::ErrorKind;
+  using dfgnn::db::detail::classify;
+  EXPECT_EQ(classify(SQLITE_IOERR_SHMSIZE, 0), ErrorKind::DiskFull);
+  EXPECT_EQ(classify(SQLITE_IOERR_WRITE, ENOSPC), ErrorKind::DiskFull);
+  EXPECT_EQ(classify(SQLITE_IOERR_WRITE, EIO), ErrorKind::Io);
+  EXPECT_EQ(classify(SQLITE_IOERR_SHMOPEN, 0), ErrorKind::Io);
 }
 
 // A full or read-only disk is reported as such, not as an unreadable database. Needs a private
