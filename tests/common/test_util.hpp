@@ -31,6 +31,22 @@ struct GraphDeleter {
 using ContextPtr = std::unique_ptr<dfgnn_context, ContextDeleter>;
 using GraphPtr = std::unique_ptr<dfgnn_graph, GraphDeleter>;
 
+// Whether a CUDA device is usable (else the reason); GPU tests start with REQUIRE_GPU(ctx), which
+// skips them with that reason.
+inline bool has_gpu(dfgnn_context_t ctx, std::string& reason) {
+  int has = 0;
+  const char* why = nullptr;
+  dfgnnHasDevice(ctx, &has, &why);
+  if (!has) reason = why;
+  return has != 0;
+}
+
+#define REQUIRE_GPU(ctx)                                                           \
+  do {                                                                             \
+    std::string reason_;                                                           \
+    if (!has_gpu(ctx, reason_)) GTEST_SKIP() << "GPU test skipped: " << reason_;   \
+  } while (0)
+
 // A context without a tuning database, so tests never read or write the user's cache and compile
 // counters start from zero; database tests opt in with dfgnnSetDatabase.
 inline ContextPtr make_context() {

@@ -14,20 +14,6 @@ using namespace dfgnn::test;
 
 namespace {
 
-bool has_gpu(dfgnn_context_t ctx, std::string& reason) {
-  int has = 0;
-  const char* why = nullptr;
-  dfgnnHasDevice(ctx, &has, &why);
-  if (!has) reason = why;
-  return has != 0;
-}
-
-#define REQUIRE_GPU(ctx)                                                             \
-  do {                                                                               \
-    std::string reason_;                                                             \
-    if (!has_gpu(ctx, reason_)) GTEST_SKIP() << "GPU test skipped: " << reason_;     \
-  } while (0)
-
 // A device copy of a host array (freed at scope exit).
 struct DeviceArray {
   void* ptr = nullptr;
