@@ -74,7 +74,7 @@ if has tests || has quick; then
   step "compute-sanitizer on the device graph build"
   for tool in memcheck synccheck; do
     timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/dfgnn_tests_gpu \
-      --gtest_filter='DeviceBuild.*:-DeviceBuild.FailedBuildsKeepNoDeviceMemory' > "$out/sanitizer-build-$tool.log" 2>&1
+      --gtest_filter='DeviceBuild.*:-DeviceBuild.FailedBuildsKeepNoDeviceMemory:DeviceBuild.OutOfMemoryIsReportedAndTheContextStaysUsable' > "$out/sanitizer-build-$tool.log" 2>&1
     echo "device build $tool exit $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitizer-build-$tool.log" | tr '\n' ' ')"
   done
 fi

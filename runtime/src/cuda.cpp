@@ -32,6 +32,7 @@ void require_device(const char* what) {
 
 void cuda_check(cudaError_t status, const char* what) {
   if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error (out of memory), so the next call does not see it
   if (status == cudaErrorMemoryAllocation)
     fail(DFGNN_STATUS_OUT_OF_MEMORY, "{}: out of device memory", what);
   fail(DFGNN_STATUS_CUDA_ERROR, "{}: {} ({})", what, cudaGetErrorString(status), cudaGetErrorName(status));

@@ -321,3 +321,46 @@ TEST(DeviceBuild, GraphIsBoundToItsDevice) {
   EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("built on CUDA device 0"), std::string::npos);
   cudaSetDevice(0);
 }
+
+// Asked for more device memory than is free, a build fails with OUT_OF_MEMORY naming the allocation,
+// publishes no graph, and leaves the context usable: once memory is free again the same build works.
+TEST(DeviceBuild, OutOfMemoryIsReportedAndTheContextStaysUsable) {
+  ContextPtr ctx = make_context();
+  REQUIRE_GPU(ctx.get());
+  const int64_t n = 500000, e = 4000000;
+  std::vector<int32_t> ei = narrow<int32_t>(corpus_graph(n, e, 4, 11, false));
+  DeviceArray d(ei);
+  cudaDeviceSynchronize();
+  cudaMemPool_t pool;
+  int device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetDefaultMemPool(&pool, device);
+  cudaMemPoolTrimTo(pool, 0);
+  size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  // Leave about 8 MB: the build's sort buffers alone need e x 4 bytes = 16 MB each.
+  void* hog = nullptr;
+  for (size_t keep = 8u << 20; hog == nullptr && keep < free_bytes; keep *= 2)
+    if (cudaMalloc(&hog, free_bytes - keep) != cudaSuccess) {
+      hog = nullptr;
+      cudaGetLastError();
+    }
+  ASSERT_NE(hog, nullptr) << "could not take most of the device memory";
+  dfgnn_graph_t g = nullptr;
+  const dfgnn_status_t s =
+      dfgnnGraphCreateCoo(ctx.get(), n, e, d.ptr, DFGNN_INDEX_INT32, DFGNN_MEMORY_DEVICE, nullptr, &g);
+  const std::string message = dfgnnGetLastErrorMessage();
+  cudaFree(hog);
+  EXPECT_EQ(s, DFGNN_STATUS_OUT_OF_MEMORY) << message;
+  EXPECT_NE(message.find("out of device memory"), std::string::npos) << message;
+  EXPECT_EQ(g, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // The context and the device work again.
+  ASSERT_EQ(dfgnnGraphCreateCoo(ctx.get(), n, e, d.ptr, DFGNN_INDEX_INT32, DFGNN_MEMORY_DEVICE, nullptr, &g),
+            DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  GraphPtr built(g);
+  Outcome host = build_coo(ctx.get(), n, ei, DFGNN_MEMORY_HOST, dfgnnGraphDefaultOptions());
+  ASSERT_EQ(host.status, DFGNN_STATUS_SUCCESS);
+  expect_same_graph(host.graph.get(), built.get(), "after out of memory");
+}
