@@ -1,12 +1,13 @@
 // A mutated database file, opened the ways dfgnn opens one: read-only immutable (a site
 // database, as dispatch and `dfgnn-db verify --site` do) and writable (a user database), then
 // verified, listed and queried with the runtime's own row check (row_problem).
-// Properties: every failure is a dfgnn::Error with DATABASE_ERROR (or INVALID_ARGUMENT) and a
-// message, never another exception or a crash; a read-only open never changes the file; a
+// Properties: every failure is a database error (db::DbError, or a dfgnn::Error from the runtime's
+// row check) with DATABASE_ERROR (or INVALID_ARGUMENT) and a message, never another exception or a crash; a read-only open never changes the file; a
 // writable open that fails leaves the file unchanged; a database that verify() calls healthy
 // lists no row as invalid, and a result it returns from find_exact passes row_problem.
 #include "fuzz_util.hpp"
 
+#include "db_error.hpp"
 #include "dispatch.hpp"
 #include "error.hpp"
 #include "tuning_db.hpp"
@@ -23,18 +24,22 @@ void remove_all(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
 }
 
-// Runs f; a dfgnn::Error must be a database error with a message, anything else is a defect.
+// Runs f; a db::DbError or dfgnn::Error must be a database error with a message, anything else is a defect.
 template <typename F>
 bool survives(F&& f) {
   try {
     f();
     return true;
+  } catch (const db::DbError& e) {
+    FUZZ_CHECK(e.status() == DFGNN_STATUS_DATABASE_ERROR || e.status() == DFGNN_STATUS_INVALID_ARGUMENT, e.what());
+    FUZZ_CHECK(e.what()[0] != '\0', "empty message");
+    return false;
   } catch (const dfgnn::Error& e) {
     FUZZ_CHECK(e.status() == DFGNN_STATUS_DATABASE_ERROR || e.status() == DFGNN_STATUS_INVALID_ARGUMENT, e.what());
     FUZZ_CHECK(e.what()[0] != '\0', "empty message");
     return false;
   } catch (const std::exception& e) {
-    FUZZ_CHECK(false, std::string("not a dfgnn::Error: ") + e.what());
+    FUZZ_CHECK(false, std::string("not a database error: ") + e.what());
   }
 }
 
