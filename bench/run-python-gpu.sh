@@ -152,6 +152,11 @@ wheel_check() {
   "$py" -m pip wheel --disable-pip-version-check --no-build-isolation --no-index --no-deps -w build-gpu-python/dist \
     -C build-dir=build-gpu-python/build .
   "$py" -m venv --system-site-packages /tmp/dfgnn-wheel-venv
+  # $py may itself be a venv (the H200's is): --system-site-packages then reaches the base interpreter's
+  # packages, not its torch and numpy, so the new venv also reads $py's own site-packages.
+  parent=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  own=$(/tmp/dfgnn-wheel-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$parent" > "$own/dfgnn-parent-site.pth"
   /tmp/dfgnn-wheel-venv/bin/python -m pip install --disable-pip-version-check --no-index --no-deps build-gpu-python/dist/dfgnn-*.whl
   env -u PYTHONPATH /tmp/dfgnn-wheel-venv/bin/python tools/wheel-check.py --gpu
   echo "=== again with the CUDA Toolkit hidden (NVRTC from torch's nvidia wheel)"
