@@ -1,6 +1,7 @@
 #include "solver.hpp"
 
 #include "error.hpp"
+#include "kernel_names.hpp"
 #include "op.hpp"
 
 #include <fmt/format.h>
@@ -154,4 +155,20 @@ Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& pl
 }
 
 }  // namespace solvers
+HostPlan WholeRowsSolver::plan(const RowPointers&, const Schedule& s) const {
+  HostPlan plan;
+  plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, HostPlan::kNoLimit, {}});
+  return plan;
+}
+
+std::vector<std::string> WholeRowsSolver::kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const {
+  return {rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team)};
+}
+
+std::vector<Launch> WholeRowsSolver::launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s,
+                                              const HostPlan&, int32_t num_rows) const {
+  return {solvers::rows_launch(op, pass, "rows", rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team), 0,
+                               num_rows, s.lanes, s.groups, s.team)};
+}
+
 }  // namespace dfgnn

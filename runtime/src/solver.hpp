@@ -67,6 +67,16 @@ class Solver {
                                        int32_t num_rows) const = 0;
 };
 
+// A solver whose passes are one rows_kernel launch over every row, with no work lists (subwarp,
+// block_row): they differ only in how they map a row, which the schedule's fields carry.
+class WholeRowsSolver : public Solver {
+ public:
+  HostPlan plan(const RowPointers& rows, const Schedule& s) const override;
+  std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override;
+  std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan& plan,
+                               int32_t num_rows) const override;
+};
+
 // The registry.
 const std::vector<const Solver*>& all_solvers();
 const Solver* find_solver(SolverId id);  // null if unknown

@@ -2,12 +2,10 @@
 // memory. For long rows that one group would serialise.
 #include "solver.hpp"
 
-#include "kernel_names.hpp"
-
 namespace dfgnn {
 namespace {
 
-class BlockRowSolver final : public Solver {
+class BlockRowSolver final : public WholeRowsSolver {
  public:
   SolverId id() const override { return SolverId::BlockRow; }
   const char* name() const override { return "block_row"; }
@@ -38,20 +36,6 @@ class BlockRowSolver final : public Solver {
         if (invalid_reason(p, s).empty()) out.push_back(s);
       }
     return out;
-  }
-
-  HostPlan plan(const RowPointers&, const Schedule& s) const override {
-    HostPlan plan;
-    plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, HostPlan::kNoLimit, {}});
-    return plan;
-  }
-  std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
-    return {rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team)};
-  }
-  std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan&,
-                               int32_t num_rows) const override {
-    return {solvers::rows_launch(op, pass, "rows", rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team), 0,
-                                 num_rows, s.lanes, s.groups, s.team)};
   }
 };
 

@@ -2,12 +2,10 @@
 // whole. The mapping of short rows; sized to D by default.
 #include "solver.hpp"
 
-#include "kernel_names.hpp"
-
 namespace dfgnn {
 namespace {
 
-class SubwarpSolver final : public Solver {
+class SubwarpSolver final : public WholeRowsSolver {
  public:
   SolverId id() const override { return SolverId::Subwarp; }
   const char* name() const override { return "subwarp"; }
@@ -31,20 +29,6 @@ class SubwarpSolver final : public Solver {
       }
     }
     return out;
-  }
-
-  HostPlan plan(const RowPointers&, const Schedule& s) const override {
-    HostPlan plan;
-    plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, HostPlan::kNoLimit, {}});
-    return plan;
-  }
-  std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
-    return {rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team)};
-  }
-  std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan&,
-                               int32_t num_rows) const override {
-    return {solvers::rows_launch(op, pass, "rows", rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team), 0,
-                                 num_rows, s.lanes, s.groups, s.team)};
   }
 };
 
