@@ -313,28 +313,27 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   const std::string op_part = fmt::format("{}:{}:{}:{}:{}:{}:{}", static_cast<int>(op.model), static_cast<int>(op.dtype),
                                           op.heads, op.dim, static_cast<int>(pass), max_vec, op.edge_features);
   const std::string key = fmt::format("{}:{}", graph.id(), op_part);
-  const PassProblem problem = pass_problem(graph, op, pass, max_vec);
+  const auto cached = [](Decision d) {
+    d.level = DispatchLevel::Cache;
+    return d;
+  };
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = cache_.find(key); it != cache_.end()) return cached(it->second);
+  }
   // Graphs of one fingerprint bucket (a sampler's mini-batches) share an answer: a new graph whose
   // bucket was answered before costs no database query. The answer is re-checked for this graph.
+  const PassProblem problem = pass_problem(graph, op, pass, max_vec);
   const std::string bucket = fmt::format("{}:{}", fingerprint_bucket_key(*problem.fingerprint), op_part);
   {
     std::lock_guard lock(mutex_);
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-      auto b = bucket_cache_.find(bucket);
-      if (b != bucket_cache_.end()) {
-        const Solver* solver = find_solver(b->second.schedule.solver);
-        if (solver != nullptr && solver->invalid_reason(problem, b->second.schedule).empty()) {
-          Decision d = b->second;
-          d.bucket = true;
-          it = remember(key, d);
-        }
+    if (auto b = bucket_cache_.find(bucket); b != bucket_cache_.end()) {
+      const Solver* solver = find_solver(b->second.schedule.solver);
+      if (solver != nullptr && solver->invalid_reason(problem, b->second.schedule).empty()) {
+        Decision d = b->second;
+        d.bucket = true;
+        return cached(remember(key, d)->second);
       }
-    }
-    if (it != cache_.end()) {
-      Decision d = it->second;
-      d.level = DispatchLevel::Cache;
-      return d;
     }
   }
   const uint64_t generation = generation_.load(std::memory_order_acquire);
