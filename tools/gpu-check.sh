@@ -19,6 +19,7 @@
 #     tuned     the slowest target again with a tuned schedule (dfgnn-tune, then dispatch from its database)
 #     ab        the R-MAT targets timed with this tree and with .ab/base.tgz (an older commit) side by side
 #     sweep     every candidate schedule of every solver on graphs of different shapes (bench/sweep-solvers.sh)
+#     site      tunes the shared graphs into a site database to ship, and the fitting data (bench/tune-site.sh)
 #     profile   Nsight Compute counters per kernel on R-MAT 2^20 (bench/profile-passes.sh)
 #     python    the Python package on the GPU (bench/run-python-gpu.sh)
 #   full = "quick verify bench" (the old "full").
@@ -97,6 +98,7 @@ has targets && { step "benchmark targets"; bash bench/run-benchmarks.sh build-gp
 has tuned && { step "tuned target"; bash bench/run-benchmarks.sh build-gpu "$out" "$datasets" tuned; }
 has ab && { step "A/B against .ab/base.tgz"; bash bench/ab-compare.sh .ab/base.tgz build-gpu "$out" -- "${deps[@]}"; }
 has sweep && { step "solver sweeps"; bash bench/sweep-solvers.sh build-gpu "$out" "$datasets"; }
+has site && { step "site database"; bash bench/tune-site.sh build-gpu "$out/site" "$datasets"; }
 has profile && { step "ncu profile"; bash bench/profile-passes.sh build-gpu "$out"; }
 if has python; then
   step python

@@ -9,6 +9,7 @@
 #include "schedule.hpp"
 #include "search.hpp"
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,12 @@ struct PassTuning {
   PassKind pass = PassKind::Forward;
   tuner::SearchResult search;
   Schedule winner;
+  // Per candidate text: medians of the two timing regimes a sample is the larger of (isolated
+  // call on an idle GPU; per call of calls queued back to back, 0 when not taken).
+  struct Regimes {
+    double isolated_ms = 0.0, back_to_back_ms = 0.0;
+  };
+  std::map<std::string, Regimes> regimes;
   bool stored = false;        // written to the user database
   std::string store_error;    // why not, when !stored
 };
@@ -29,7 +36,8 @@ struct PassTuning {
 PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec,
                      double budget_s);
 
-// JSON summary of a pass tuning (winner, default, speedup, runner-up, counts, reason).
-std::string describe(const PassTuning& t);
+// JSON summary of a pass tuning (winner, default, speedup, runner-up, counts, reason); with_timed
+// adds every timed candidate's score and regime medians ("timed").
+std::string describe(const PassTuning& t, bool with_timed = false);
 
 }  // namespace dfgnn

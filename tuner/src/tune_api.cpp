@@ -67,7 +67,7 @@ extern "C" dfgnn_status_t dfgnnTune(dfgnn_context_t ctx, dfgnn_graph_t graph, co
     for (size_t k = 0; k < passes.size(); ++k) {
       const PassTuning t = tune_pass(c, g, o, passes[k], any_alignment(o), budget_seconds / passes.size());
       if (k > 0) text += ",";
-      text += describe(t);
+      text += describe(t, /*with_timed=*/true);
     }
     text += "]";
     write_text(text, report, capacity, length);

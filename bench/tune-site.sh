@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds a site tuning database for the GPU it runs on: tunes a set of shared graphs of different
+# shapes for a few op configurations (forward and backward) with dfgnn-tune, then exports a
+# compact snapshot without compiled modules (each machine compiles its own) to ship read-only.
+# The same databases are the sweep data the measured default rule and the nearest-fingerprint
+# calibration are fitted on (bench/fit_default_rule.py, bench/calibrate_nearest.py).
+#
+# Usage: bench/tune-site.sh BUILD_DIR OUTDIR DATASETS
+# Environment: GRAPHS (dataset names under DATASETS, default below), CONFIGS ("model:H:D:dtype ..."),
+#              BUDGET_FWD / BUDGET_BWD (seconds per forward / backward problem; 1.5 and 3),
+#              WARM_BUDGET (seconds per warm-up problem, 40).
+# Output: OUTDIR/work.db (everything, with modules), OUTDIR/site.db (the snapshot to ship),
+#         OUTDIR/tune-CONFIG-{forward,backward}.json (dfgnn-tune reports: every timed candidate's
+#         score and both timing regimes), logs.
+# For another GPU class: run it there and install site.db as data/tuning/<class>.db (see the docs).
+set -uo pipefail
+build=${1:?build dir}; out=${2:?out dir}; data=${3:?datasets dir}
+tools=$build/tools
+mkdir -p "$out"
+graphs=${GRAPHS:-"cora citeseer pubmed cora-ml citationfull-dblp amazon-photo coauthor-cs musae-facebook deezer-europe
+  lastfm-asia twitch-engb wikipedia-crocodile blogcatalog polblogs snap-email-Enron snap-ca-AstroPh snap-wiki-Vote
+  snap-ego-Facebook actor tu-PROTEINS tu-NCI109 tu-IMDB-BINARY reddit-threads-10k power-grid-us mesh-4elt wormnet-v3"}
+configs=${CONFIGS:-"transformer:1:128:float32 transformer:4:64:float32 gat:1:128:float32 gatv2:4:64:bfloat16"}
+db=$out/work.db
+step() { echo "=== $* ($(date +%T))"; }
+args=()
+for g in $graphs; do
+  if [ -d "$data/$g" ]; then args+=(--graph "$data/$g"); else echo "skipped $g: not in $data"; fi
+done
+status=0
+for c in $configs; do
+  IFS=: read -r model heads dim dtype <<< "$c"
+  op=(--model "$model" --heads "$heads" --dim "$dim" --dtype "$dtype")
+  # Warm-up: a planted-hub graph (every solver applies) with a long budget compiles every candidate
+  # kernel once, into the database's module cache, so the short budgets below time, not compile.
+  step "warm-up compile $c"
+  "$tools/dfgnn-tune" --hubs 20000,8,4,4000 "${op[@]}" --direction both --budget "${WARM_BUDGET:-40}" --db "$db" \
+    > "$out/warm-$model-h$heads-d$dim-$dtype.log" 2>&1 || { echo "warm-up failed (exit $?)"; status=1; }
+  for dir in forward backward; do
+    budget=${BUDGET_FWD:-1.5}; [ $dir = backward ] && budget=${BUDGET_BWD:-3}
+    step "tune $c $dir"
+    name=$model-h$heads-d$dim-$dtype-$dir
+    "$tools/dfgnn-tune" "${args[@]}" "${op[@]}" --direction $dir --budget "$budget" --db "$db" \
+      --json "$out/tune-$name.json" > "$out/tune-$name.log" 2>&1 || { echo "tune $name failed (exit $?)"; status=1; }
+  done
+done
+step "export the site snapshot"
+rm -f "$out/site.db"
+"$tools/dfgnn-db" --db "$db" export "$out/site.db" > "$out/export.log" 2>&1 || { cat "$out/export.log"; status=1; }
+# The warm-up graph is not a real graph to ship, and compiled modules stay on the machine that
+# compiled them.
+python3 - "$out/site.db" "$out/warm-fingerprints.txt" <<'EOF' || status=1
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+con.execute("PRAGMA foreign_keys = ON")
+n = con.execute("SELECT count(*) FROM modules").fetchone()[0]
+con.execute("DELETE FROM modules")
+# The planted-hub graph: 20000 nodes (no shipped dataset has exactly that many).
+ids = [r[0] for r in con.execute("SELECT id FROM fingerprints WHERE text LIKE '%\"num_nodes\":20000,%'")]
+for i in ids:
+    con.execute("DELETE FROM results WHERE fingerprint_id = ?", (i,))
+    con.execute("DELETE FROM fingerprints WHERE id = ?", (i,))
+con.commit()
+con.execute("VACUUM")
+con.close()
+print(f"site.db: removed {n} modules and {len(ids)} warm-up fingerprint(s)")
+EOF
+"$tools/dfgnn-db" --site "$out/site.db" stats 2>&1 | tee "$out/site-stats.txt"
+"$tools/dfgnn-db" --site "$out/site.db" verify > "$out/site-verify.txt" 2>&1 || { echo "verify failed"; status=1; }
+ls -l "$out"/*.db
+exit $status
