@@ -186,8 +186,8 @@ def kernel_steps(g, model, inputs, device):
     a = dt._pointers(tuple(xs.values()))
     d = dt._pointers(tuple(grads.values()))
     fl, bl = prep.forward, prep.backward
-    ws_f = prep.workspace(fl, stream)
-    ws_b = prep.workspace(bl, stream)
+    ws_f = prep.workspace(fl.workspace_bytes)
+    ws_b = prep.workspace(bl.workspace_bytes)
     wf = 0 if ws_f is None else ws_f.data_ptr()
     wb = 0 if ws_b is None else ws_b.data_ptr()
     o, s, go, h = out.data_ptr(), lse.data_ptr(), grad_out.data_ptr(), g._h
@@ -277,6 +277,57 @@ def measure(g, cases, device, args):
                   (f"  kernels {row['kernel_us']:8.1f} us (their host {row['kernel_host_us']:.1f} us)"
                    if "kernel_us" in row else ""), flush=True)
     return results
+
+
+def breakdown(g, device, dtype, args):
+    """Where a transformer op's forward+backward host time goes (PubMed GT H=1 D=128): host us per
+    call of each layer of the call path, from the prepared launches up to autograd, and of a trivial
+    autograd graph (the engine's own cost); then torch.profiler's table of one forward+backward by
+    self CPU time, printed to the log."""
+    n = g.num_nodes
+    d = 128 if n > 1000 else 16
+    q, k, v = (torch.randn(n, 1, d, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+    go = torch.randn(n, 1, d, device=device, dtype=dtype)
+    params = dt._op_params("transformer", 0.2, None, True, 0.0) if "deterministic" in \
+        dt._op_params.__code__.co_varnames else dt._op_params("transformer", 0.2, None, 0.0)
+    with torch.no_grad():
+        out, lse = dt._run_forward(g, "transformer", dict(q=q, k=k, v=v), params, None)
+    x = torch.randn(n, 1, d, device=device, dtype=dtype, requires_grad=True)
+    inputs = dict(q=q.detach(), k=k.detach(), v=v.detach())
+
+    def fwd_nograd():
+        with torch.no_grad():
+            dt.transformer(g, q, k, v)
+
+    def fwd_grad():
+        dt.transformer(g, q, k, v)
+
+    def fwd_bwd():
+        dt.transformer(g, q, k, v).backward(go)
+
+    def run_forward():
+        dt._run_forward(g, "transformer", inputs, params, None)
+
+    def run_backward():
+        dt._run_backward(g, "transformer", inputs, out, lse, go, params, None)
+
+    def engine():
+        (x * 2).backward(go)
+    steps = dict(fwd_nograd=fwd_nograd, fwd_grad=fwd_grad, fwd_bwd=fwd_bwd, run_forward=run_forward,
+                 run_backward=run_backward, engine_trivial=engine)
+    rows = {}
+    for name, step in steps.items():
+        for _ in range(args.warmup):
+            step()
+        rows[name] = host_us(step, device, args.batch, args.repeats)
+        print(f"breakdown {name:16} host {rows[name]:8.1f} us", flush=True)
+    sync(device)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(20):
+            fwd_bwd()
+        sync(device)
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30), flush=True)
+    return rows
 
 
 def cora_steps(device, dtype, args, use_pyg):
@@ -377,6 +428,7 @@ def main():
                 graph=graph_meta, batch=args.batch, repeats=args.repeats, calls=args.calls)
     print(f"op_overhead: {meta['device']}; graph {graph_meta}", flush=True)
     results = measure(g, cases, device, args)
+    meta["breakdown_host_us"] = breakdown(g, device, dtype, args)
     cora = [] if args.no_cora else cora_steps(device, dtype, args, use_pyg)
     args.outdir.mkdir(parents=True, exist_ok=True)
     (args.outdir / "op_overhead.json").write_text(json.dumps(dict(meta=meta, results=results, cora_steps=cora), indent=2) + "\n")

@@ -196,31 +196,23 @@ _MAX_PTRS = 4  # pointers a Launch call takes per input set: the model's inputs,
 
 
 class _Prepared:
-    """The launches of one (graph, op configuration, schedule, kind of arguments): the op, the
-    forward and (made at the first backward) backward _dfgnn.Launch, and cached workspaces."""
-    __slots__ = ("op", "schedule", "device", "out_shape", "lse_shape", "forward", "backward", "workspaces")
+    """The launches of one (graph, op configuration, schedule, kind of arguments): the op, and the
+    forward and (made at the first backward) backward _dfgnn.Launch."""
+    __slots__ = ("op", "schedule", "device", "out_shape", "lse_shape", "forward", "backward")
 
     def __init__(self, op, schedule, device, out_shape):
         self.op, self.schedule, self.device, self.out_shape = op, schedule, device, out_shape
         self.lse_shape = out_shape[:2]
         self.forward = self.backward = None
-        self.workspaces = {}  # (direction, stream) -> uint8 CUDA tensor
 
-    def workspace(self, launch, stream, nbytes=None):
-        """The device scratch of a launch on a stream: one buffer per (graph, op, schedule, kind,
-        direction, stream), from torch's caching allocator, made at the first call (so no call
-        queries the size); while a CUDA graph is being captured, a new one per call, from the
-        graph's pool (captured launches must not share scratch with eager ones)."""
-        nbytes = launch.workspace_bytes if nbytes is None else nbytes
-        if nbytes == 0:
-            return None
-        if torch.cuda.is_current_stream_capturing():
-            return torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        key = (launch.direction, stream)
-        ws = self.workspaces.get(key)
-        if ws is None or ws.numel() < nbytes:
-            ws = self.workspaces[key] = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        return ws
+    def workspace(self, nbytes):
+        """The device scratch of one call, from torch's caching allocator on the current stream
+        (about a microsecond; the size is the Launch's, so no call queries it). Not cached across
+        calls: torch.compile's CUDA graph trees run warm-up calls with every allocation going to
+        their private pool, and a cached buffer made there would outlive the warm-up untracked
+        (they refuse that), while a buffer captured in one CUDA graph must not be shared with eager
+        calls either."""
+        return None if nbytes == 0 else torch.empty(nbytes, dtype=torch.uint8, device=self.device)
 
 
 def _launch_key(model, params, schedule, tensors):
@@ -240,13 +232,13 @@ def _seed_args(seed):
     return seed, 0
 
 
-def _launch(prep, launch, run, stream):
-    """Runs a Launch call run(stream, workspace pointer) with the cached workspace; retried once with
-    a larger one when dispatch changed its schedule since (the call then reports the bytes it needs)."""
-    ws = prep.workspace(launch, stream)
+def _launch(prep, launch, run):
+    """Runs a Launch call run(workspace pointer) with a fresh workspace; retried once with a larger
+    one when dispatch changed its schedule since (the call then reports the bytes it needs)."""
+    ws = prep.workspace(launch.workspace_bytes)
     needed = run(0 if ws is None else ws.data_ptr())
     if needed:
-        ws = prep.workspace(launch, stream, needed)
+        ws = prep.workspace(needed)
         run(ws.data_ptr())
     return ws  # keeps the scratch alive until the call returned (the allocator orders its reuse)
 
@@ -295,7 +287,7 @@ def _cuda_forward(g, model, inputs, params, schedule, seed, first):
         a = _pointers(tensors)
         o, s = out.data_ptr(), lse.data_ptr()
         _launch(prep, launch, lambda ws: launch.forward(h, a[0], a[1], a[2], a[3], o, s, stream, ws, seed_int,
-                                                        seed_ptr), stream)
+                                                        seed_ptr))
     if fresh:
         g._device = prep.device
         if cache is None:
@@ -326,7 +318,7 @@ def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed)
         a, d = _pointers(tensors), _pointers(grads.values())
         o, s, go = out.data_ptr(), lse.data_ptr(), grad_out.data_ptr()
         _launch(prep, launch, lambda ws: launch.backward(h, a[0], a[1], a[2], a[3], o, s, go, d[0], d[1], d[2],
-                                                         d[3], stream, ws, seed_int, seed_ptr), stream)
+                                                         d[3], stream, ws, seed_int, seed_ptr))
     return grads
 
 
