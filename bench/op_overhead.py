@@ -355,9 +355,13 @@ def cora_steps(device, dtype, args, use_pyg):
             torch._dynamo.reset()
             loss_fn = torch.compile(loss_fn, mode="reduce-overhead", fullgraph=True)
 
-        def step(loss_fn=loss_fn, opt=opt):
+        # CUDA graphs replay a captured graph structure: the compiled step takes a prebuilt Graph
+        # (with GATConv's self-loops), as the docs tell users to; eager takes the edge_index.
+        graph_arg = dt.graph(ei, x.shape[0], add_self_loops=True) if compiled else ei
+
+        def step(loss_fn=loss_fn, opt=opt, graph_arg=graph_arg):
             opt.zero_grad(set_to_none=True)
-            loss_fn(x, ei).backward()
+            loss_fn(x, graph_arg).backward()
             opt.step()
         for _ in range(args.warmup + 3):  # compiled: warm-up, recording, first replays
             step()

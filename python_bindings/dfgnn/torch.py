@@ -28,7 +28,9 @@ On CUDA tensors they run the fused kernels (float32, float16 or bfloat16 feature
 vectors and beta in float32) asynchronously on torch's current stream of the tensors' device, with
 device scratch from torch's caching allocator (nothing is allocated outside torch and nothing waits
 on the host after an op's first call on a graph, so the calls can be captured in CUDA graphs once
-warmed up). Under ``torch.autocast`` float32 features run in the autocast dtype. On CPU float64
+warmed up; a captured graph replays the graph structure it was captured with, so under capture --
+``torch.compile(mode="reduce-overhead")`` included -- pass a :class:`dfgnn.Graph` built before, not an
+edge_index: building one inside a capture is an error). Under ``torch.autocast`` float32 features run in the autocast dtype. On CPU float64
 tensors they run dfgnn's float64 reference ops (for ``torch.autograd.gradcheck`` and tests). The
 backward recomputes attention from the saved per-(node, head) log-sum-exp; no E x H tensor is
 stored. Double backward is not supported.
@@ -127,6 +129,15 @@ def _cached(edge_index, options, build):
     hit = _graph_cache.get(key)
     if hit is not None and hit[0]() is edge_index and hit[1] == _version(edge_index):
         return hit[2]
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        # A build synchronises (its validation flags come to the host), which a capture forbids; and
+        # a replay would reuse the captured graph whatever the edge_index then holds.
+        raise invalid_argument(
+            "dfgnn.torch: a graph would be built from an edge_index while a CUDA graph is being captured "
+            "(torch.compile mode='reduce-overhead' copies inputs into static buffers, so the op sees a new "
+            "tensor): build it before, g = dfgnn.torch.graph(edge_index, num_nodes, add_self_loops=True), and "
+            "pass g instead of the edge_index, or mark the edge_index static with "
+            "torch._dynamo.mark_static_address(edge_index)", kind="value")
     ei = edge_index.detach()
     if not ei.is_contiguous():
         ei = ei.contiguous()

@@ -9,8 +9,9 @@ calls pass raw pointers. Checked here:
 - on a GPU: the lean path gives the DLPack path's results bitwise (dfgnn.ops with the same op),
   warm calls make no op, query no workspace size, build no DLPack capsule and enter no device
   context; a bad call fails the same way every time (nothing of it is cached); a schedule with a
-  workspace gets a cached one per (launch, stream), and a fresh one while a CUDA graph is captured;
-  the prepared launches go with their Graph.
+  workspace gets a fresh one per call from torch's allocator (none outlives its call, on any stream,
+  captured or not); a graph build inside a capture is refused; the prepared launches go with their
+  Graph.
 """
 
 import gc
@@ -271,3 +272,26 @@ def test_cuda_prepared_launches_go_with_their_graph():
     gc.collect()
     assert ref() is None
     assert all(k() is not None for k in dt._launches.keyrefs())
+
+
+@requires_torch_cuda
+def test_cuda_graph_capture_refuses_to_build_a_graph_from_an_edge_index():
+    """A graph build inside a CUDA graph capture (what torch.compile's reduce-overhead would do with
+    an edge_index it copied into a static buffer) is refused with a message naming the fix, before
+    any CUDA call, so the capture itself stays valid; a Graph built before capture works there."""
+    g = small_graph()
+    ei = torch.from_numpy(g.edge_index()).cuda()
+    _, t = torch_inputs("transformer", N, H, D, "cuda", torch.float32)
+    with torch.no_grad():
+        want = dt.transformer(ei, t["q"], t["k"], t["v"])  # warm: kernels compiled, graph cached
+        fresh = ei.clone()  # same content, a new tensor: not in the op's graph cache
+        cuda_graph = torch.cuda.CUDAGraph()
+        with pytest.raises(dfgnn.InvalidArgumentError, match="mark_static_address"):
+            with torch.cuda.graph(cuda_graph):
+                dt.transformer(fresh, t["q"], t["k"], t["v"])
+        built = dt.graph(fresh, N)
+        cuda_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cuda_graph):
+            static = dt.transformer(built, t["q"], t["k"], t["v"])
+        cuda_graph.replay()
+    torch.testing.assert_close(static, want)
