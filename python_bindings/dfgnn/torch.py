@@ -136,8 +136,7 @@ def _cached(edge_index, options, build):
             "dfgnn.torch: a graph would be built from an edge_index while a CUDA graph is being captured "
             "(torch.compile mode='reduce-overhead' copies inputs into static buffers, so the op sees a new "
             "tensor): build it before, g = dfgnn.torch.graph(edge_index, num_nodes, add_self_loops=True), and "
-            "pass g instead of the edge_index, or mark the edge_index static with "
-            "torch._dynamo.mark_static_address(edge_index)", kind="value")
+            "pass g instead of the edge_index", kind="value")
     ei = edge_index.detach()
     if not ei.is_contiguous():
         ei = ei.contiguous()

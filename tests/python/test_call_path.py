@@ -286,7 +286,7 @@ def test_cuda_graph_capture_refuses_to_build_a_graph_from_an_edge_index():
         want = dt.transformer(ei, t["q"], t["k"], t["v"])  # warm: kernels compiled, graph cached
         fresh = ei.clone()  # same content, a new tensor: not in the op's graph cache
         cuda_graph = torch.cuda.CUDAGraph()
-        with pytest.raises(dfgnn.InvalidArgumentError, match="mark_static_address"):
+        with pytest.raises(dfgnn.InvalidArgumentError, match="build it before"):
             with torch.cuda.graph(cuda_graph):
                 dt.transformer(fresh, t["q"], t["k"], t["v"])
         built = dt.graph(fresh, N)
