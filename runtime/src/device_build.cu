@@ -13,6 +13,7 @@
 #include "error.hpp"
 
 #include <cub/cub.cuh>
+#include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
 #include <climits>
@@ -470,7 +471,46 @@ Edges scan_csr_input(int64_t N, int64_t nnz, const void* row_ptr, const void* co
   return edges;
 }
 
+struct IsLongRow {
+  const int32_t* ptr;
+  int32_t min_degree;
+  __host__ __device__ bool operator()(int32_t row) const { return ptr[row + 1] - ptr[row] >= min_degree; }
+};
+
+__global__ void spans_of(const int32_t* ptr, const int32_t* rows, int32_t count, int32_t* spans) {
+  for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    const int32_t r = rows[i];
+    spans[3 * i] = r;
+    spans[3 * i + 1] = ptr[r];
+    spans[3 * i + 2] = ptr[r + 1];
+  }
+}
+
 }  // namespace
+
+std::vector<int32_t> device_long_rows(const DeviceBuffer& ptr, int32_t rows, int32_t min_degree) {
+  cudaStream_t stream = nullptr;
+  if (rows <= 0) return {};
+  DeviceBuffer selected = ints(rows, stream), count = ints(1, stream);
+  CubScratch cub_scratch(stream);
+  cub_scratch.run("cub::DeviceSelect::If (long rows)", [&](void* tmp, size_t& bytes) {
+    return cub::DeviceSelect::If(tmp, bytes, thrust::counting_iterator<int32_t>(0), selected.as<int32_t>(),
+                                 count.as<int32_t>(), rows, IsLongRow{ptr.as<const int32_t>(), min_degree}, stream);
+  });
+  int32_t n = 0;
+  cuda_check(cudaMemcpyAsync(&n, count.get(), sizeof n, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (long rows)");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (long rows)");
+  std::vector<int32_t> host(static_cast<size_t>(n) * 3);
+  if (n == 0) return host;
+  DeviceBuffer spans = ints(int64_t{n} * 3, stream);
+  spans_of<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1024)), 256, 0, stream>>>(
+      ptr.as<const int32_t>(), selected.as<const int32_t>(), n, spans.as<int32_t>());
+  check_launch("spans_of (long rows)");
+  cuda_check(cudaMemcpyAsync(host.data(), spans.get(), host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync (long rows)");
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (long rows)");
+  return host;
+}
 
 DeviceGraph build_device_coo(int64_t num_nodes, int64_t num_edges, const void* edge_index,
                              dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options,

@@ -35,4 +35,9 @@ DeviceGraph build_device_csr(int64_t num_nodes, int64_t nnz, const void* row_ptr
                              dfgnn_index_type_t index_type, const dfgnn_graph_options_t& options,
                              cudaStream_t stream);
 
+// The rows of a device CSR or CSC (ptr: rows + 1 entries) of degree >= min_degree, ascending, as
+// (row, begin, end) triples: selected on the device (CUB) on the legacy default stream, after
+// which only they come to the host (the planners of split rows read nothing else).
+std::vector<int32_t> device_long_rows(const DeviceBuffer& ptr, int32_t rows, int32_t min_degree);
+
 }  // namespace dfgnn

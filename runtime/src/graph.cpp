@@ -142,7 +142,6 @@ Graph::Graph(Compressed csr)
     : id_(next_graph_id()), num_nodes_(csr.num_rows), num_edges_(csr.nnz()), csr_(std::move(csr)),
       csc_(transpose(csr_)) {
   std::call_once(host_once_, [] {});
-  std::call_once(rows_once_, [] {});
 }
 
 struct Graph::DeviceBuilt {
@@ -227,19 +226,19 @@ const Compressed& Graph::csc() const {
   return csc_;
 }
 
-const Compressed& Graph::csr_rows() const {
-  if (device_ < 0) return csr_;
-  std::call_once(rows_once_, [&] {
-    csr_rows_ = download(*device_csr_, num_nodes_, true);
-    csc_rows_ = download(*device_csc_, num_nodes_, true);
-  });
-  return csr_rows_;
-}
-
-const Compressed& Graph::csc_rows() const {
-  if (device_ < 0) return csc_;
-  csr_rows();
-  return csc_rows_;
+RowPointers Graph::plan_rows(bool csc, int32_t rows_read) const {
+  if (device_ < 0) return dfgnn::plan_rows(csc ? csc_ : csr_, rows_read);
+  const DeviceCompressed& d = csc ? *device_csc_ : *device_csr_;
+  if (rows_read > 0) {
+    require_own_device();
+    const std::vector<int32_t> spans = device_long_rows(d.ptr, num_nodes_, rows_read);
+    RowPointers out{nullptr, num_nodes_, {}};
+    for (size_t k = 0; k + 2 < spans.size(); k += 3) out.long_rows.push_back({spans[k], spans[k + 1], spans[k + 2]});
+    return out;
+  }
+  Compressed& rows = csc ? csc_rows_ : csr_rows_;
+  std::call_once(csc ? csc_rows_once_ : csr_rows_once_, [&] { rows = download(d, num_nodes_, true); });
+  return RowPointers{rows.ptr.data(), num_nodes_, {}};
 }
 
 void Graph::check_csr_shape(int64_t num_nodes, int64_t nnz, const void* row_ptr, const void* col_idx,

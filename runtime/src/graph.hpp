@@ -5,6 +5,7 @@
 #include <dfgnn/dfgnn.h>
 
 #include "cuda.hpp"
+#include "plan.hpp"
 #include "recipe.hpp"
 
 #include <cuda_runtime_api.h>
@@ -72,10 +73,11 @@ class Graph {
   // Host arrays; a device-built graph downloads them on first use (the reference ops need them).
   const Compressed& csr() const;
   const Compressed& csc() const;
-  // Row pointers alone (idx and eid empty), all that plans read: for a device-built graph N + 1
-  // values come to the host, never an E-sized array.
-  const Compressed& csr_rows() const;
-  const Compressed& csc_rows() const;
+  // What a planner reading `rows_read` (Solver::rows_read) needs of the CSR or the CSC. A
+  // device-built graph downloads every row pointer only for rows_read == 0 (once per structure),
+  // and otherwise selects the long rows on the device and downloads just them: never an E-sized
+  // array.
+  RowPointers plan_rows(bool csc, int32_t rows_read) const;
 
   // Computed once, thread-safe.
   const dfgnn_fingerprint_t& fingerprint() const;
@@ -104,7 +106,7 @@ class Graph {
   int32_t num_nodes_ = 0;
   int64_t num_edges_ = 0;
   int device_ = -1;  // the device a device-built graph lives on; -1 for host-built graphs
-  mutable std::once_flag host_once_, rows_once_;
+  mutable std::once_flag host_once_, csr_rows_once_, csc_rows_once_;
   mutable Compressed csr_, csc_;            // host-built: set at construction
   mutable Compressed csr_rows_, csc_rows_;  // device-built: row pointers only
   mutable std::once_flag fingerprint_once_, csc_fingerprint_once_;

@@ -9,8 +9,14 @@
 
 namespace dfgnn {
 
+RowPointers plan_rows(const Compressed& c, int32_t rows_read) {
+  if (rows_read == 0) return RowPointers{c.ptr.data(), c.num_rows, {}};
+  return RowPointers{nullptr, c.num_rows, long_rows_of(c.ptr.data(), c.num_rows, rows_read)};
+}
+
 HostPlan make_plan(const Compressed& c, const Schedule& s) {
-  return solver_of(s).plan(RowPointers{c.ptr.data(), c.num_rows}, s);
+  const Solver& solver = solver_of(s);
+  return solver.plan(plan_rows(c, solver.rows_read(s)), s);
 }
 
 const Plan::Device& Plan::device() const {
@@ -27,7 +33,8 @@ std::shared_ptr<const Plan> get_plan(const Graph& graph, PassKind pass, const Sc
   // Only the fields the solver plans by shape a plan (launches take lanes, groups and vec from
   // the schedule, not from the plan).
   const std::string key = fmt::format("{}:{}", csc ? "csc" : "csr", solver_of(s).plan_key(s));
-  return graph.plan(key, [&] { return std::make_shared<const Plan>(make_plan(csc ? graph.csc_rows() : graph.csr_rows(), s)); });
+  const Solver& solver = solver_of(s);
+  return graph.plan(key, [&] { return std::make_shared<const Plan>(solver.plan(graph.plan_rows(csc, solver.rows_read(s)), s)); });
 }
 
 }  // namespace dfgnn

@@ -16,6 +16,28 @@ namespace dfgnn {
 struct Compressed;
 class Graph;
 
+// A row of the traversed structure: its edges are [begin, end).
+struct RowSpan {
+  int32_t row = 0, begin = 0, end = 0;
+  bool operator==(const RowSpan&) const = default;
+};
+
+// What a plan reads of the traversed structure (CSR or CSC), as its solver asks (Solver::rows_read):
+// every row's pointers (row i holds edges [ptr[i], ptr[i + 1])), or only the rows of at least a given
+// degree, in ascending order. Nothing else, so a planner can be fed from host or device arrays, and
+// a device-built graph sends the host only what the planner reads.
+struct RowPointers {
+  const int32_t* ptr = nullptr;    // [rows + 1]; null when only long rows are read
+  int32_t rows = 0;
+  std::vector<RowSpan> long_rows;  // when ptr is null: the rows of degree >= rows_read()
+  int32_t begin(int32_t row) const { return ptr[row]; }
+  int32_t end(int32_t row) const { return ptr[row + 1]; }
+  int32_t degree(int32_t row) const { return ptr[row + 1] - ptr[row]; }
+};
+
+// The rows of `ptr` (rows + 1 entries) of degree >= min_degree, ascending.
+std::vector<RowSpan> long_rows_of(const int32_t* ptr, int32_t rows, int32_t min_degree);
+
 // (node, begin, end, slot): edges [begin, end) of node's row; slot >= 0 marks a chunk of a split
 // row whose partial state goes to partial slot `slot`. For merge lists: (node, first slot, count, 0).
 using Segment = std::array<int32_t, 4>;
@@ -43,6 +65,8 @@ struct HostPlan {
 // Work lists for a schedule over a structure (CSR or CSC), as the schedule's solver plans them
 // (Solver::plan). Hand-checkable: see tests/cpu/test_plan.cpp.
 HostPlan make_plan(const Compressed& structure, const Schedule& schedule);
+// What a solver reading `rows_read` (Solver::rows_read) gets of a host structure.
+RowPointers plan_rows(const Compressed& structure, int32_t rows_read);
 
 // A plan plus its device copies (uploaded on first use).
 class Plan {

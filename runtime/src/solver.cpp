@@ -120,11 +120,22 @@ std::vector<int32_t> threshold_candidates(const PassProblem& p) {
   return {t.begin(), t.end()};
 }
 
-void split_row(const RowPointers& rows, int32_t row, int32_t chunk, HostPlan& plan, HostPlan::Part& part) {
-  const int32_t first = plan.num_slots, end = rows.end(row);
-  for (int32_t b = rows.begin(row); b < end; b += chunk)
-    part.segments.push_back({row, b, std::min(end, b + chunk), plan.num_slots++});
-  plan.hubs.push_back({row, first, plan.num_slots - first, 0});
+}  // namespace solvers
+
+std::vector<RowSpan> long_rows_of(const int32_t* ptr, int32_t rows, int32_t min_degree) {
+  std::vector<RowSpan> out;
+  for (int32_t i = 0; i < rows; ++i)
+    if (ptr[i + 1] - ptr[i] >= min_degree) out.push_back({i, ptr[i], ptr[i + 1]});
+  return out;
+}
+
+namespace solvers {
+
+void split_row(const RowSpan& row, int32_t chunk, HostPlan& plan, HostPlan::Part& part) {
+  const int32_t first = plan.num_slots;
+  for (int32_t b = row.begin; b < row.end; b += chunk)
+    part.segments.push_back({row.row, b, std::min(row.end, b + chunk), plan.num_slots++});
+  plan.hubs.push_back({row.row, first, plan.num_slots - first, 0});
 }
 
 int32_t part_items(const HostPlan::Part& part, int32_t num_rows) {

@@ -17,16 +17,6 @@
 
 namespace dfgnn {
 
-// What a plan reads of the traversed structure (CSR or CSC): its row pointers, row i holding
-// edges [ptr[i], ptr[i + 1]). Nothing else, so a planner can be fed from host or device arrays.
-struct RowPointers {
-  const int32_t* ptr = nullptr;  // [rows + 1]
-  int32_t rows = 0;
-  int32_t begin(int32_t row) const { return ptr[row]; }
-  int32_t end(int32_t row) const { return ptr[row + 1]; }
-  int32_t degree(int32_t row) const { return ptr[row + 1] - ptr[row]; }
-};
-
 // One kernel launch of a pass, as its solver shapes it.
 struct Launch {
   static constexpr int32_t kHubList = -1;
@@ -55,6 +45,10 @@ class Solver {
   // The search space, lazily small: valid schedules only.
   virtual std::vector<Schedule> enumerate(const PassProblem& problem) const = 0;
 
+  // What plan() reads: 0, every row's pointers (the default); d > 0, only the rows of degree >= d
+  // (RowPointers::long_rows; a solver without work lists returns kNoRows).
+  static constexpr int32_t kNoRows = 0x7fffffff;
+  virtual int32_t rows_read(const Schedule&) const { return 0; }
   // Work lists of a schedule over a structure.
   virtual HostPlan plan(const RowPointers& rows, const Schedule& s) const = 0;
   // What of a schedule shapes its plan: plans are cached under this key and shared by schedules
@@ -71,6 +65,7 @@ class Solver {
 // block_row): they differ only in how they map a row, which the schedule's fields carry.
 class WholeRowsSolver : public Solver {
  public:
+  int32_t rows_read(const Schedule&) const override { return kNoRows; }
   HostPlan plan(const RowPointers& rows, const Schedule& s) const override;
   std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override;
   std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan& plan,
@@ -96,7 +91,7 @@ Schedule base_schedule(const PassProblem& p, SolverId id);
 std::vector<int32_t> threshold_candidates(const PassProblem& p);
 
 // Appends the chunks of a split row (pieces of `chunk` edges) to `part` and its merge entry.
-void split_row(const RowPointers& rows, int32_t row, int32_t chunk, HostPlan& plan, HostPlan::Part& part);
+void split_row(const RowSpan& row, int32_t chunk, HostPlan& plan, HostPlan::Part& part);
 // Items a part's launch covers: every row, or its segments.
 int32_t part_items(const HostPlan::Part& part, int32_t num_rows);
 

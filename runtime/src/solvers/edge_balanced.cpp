@@ -69,7 +69,7 @@ class EdgeBalancedSolver final : public Solver {
       const int32_t degree = rows.degree(i);
       if (degree > edges) {
         close(i);
-        solvers::split_row(rows, i, piece, plan, chunks);
+        solvers::split_row({i, rows.begin(i), rows.end(i)}, piece, plan, chunks);
         first = i + 1;
         cost = 0;
         continue;

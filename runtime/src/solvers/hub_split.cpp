@@ -43,12 +43,13 @@ class HubSplitSolver final : public Solver {
     return out;
   }
 
+  // Only the rows to split.
+  int32_t rows_read(const Schedule& s) const override { return std::max(1, s.threshold); }
   HostPlan plan(const RowPointers& rows, const Schedule& s) const override {
     // Chunks of hub rows first (the longest work starts first), then the other rows whole.
     HostPlan plan;
     HostPlan::Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
-    for (int32_t i = 0; i < rows.rows; ++i)
-      if (rows.degree(i) >= s.threshold) solvers::split_row(rows, i, s.split_chunk(), plan, chunks);
+    for (const RowSpan& hub : rows.long_rows) solvers::split_row(hub, s.split_chunk(), plan, chunks);
     if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
     plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, s.threshold, {}});
     return plan;

@@ -57,12 +57,13 @@ class HybridSolver final : public Solver {
     return out;
   }
 
+  // Only the rows to split.
+  int32_t rows_read(const Schedule& s) const override { return std::max(1, s.threshold); }
   HostPlan plan(const RowPointers& rows, const Schedule& s) const override {
     // Warp parts are marked 32 lanes (the schedule's own lanes are fewer).
     HostPlan plan;
     HostPlan::Part chunks{32, false, 0, HostPlan::kNoLimit, {}};
-    for (int32_t i = 0; i < rows.rows; ++i)
-      if (rows.degree(i) >= s.threshold) solvers::split_row(rows, i, s.split_chunk(), plan, chunks);
+    for (const RowSpan& hub : rows.long_rows) solvers::split_row(hub, s.split_chunk(), plan, chunks);
     if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
     plan.parts.push_back(HostPlan::Part{32, true, s.mid, s.threshold, {}});
     plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, s.mid, {}});
