@@ -113,10 +113,14 @@ def names_from(reports):
     """{canonical fingerprint JSON: graph name} from dfgnn-tune --json reports."""
     names = {}
     for path in reports or []:
-        with open(path) as f:
-            for p in json.load(f).get("problems", []):
-                if isinstance(p.get("fingerprint"), dict):
-                    names[json.dumps(p["fingerprint"], sort_keys=True)] = p.get("graph")
+        try:
+            with open(path) as f:
+                problems = json.load(f).get("problems", [])
+        except (OSError, ValueError):
+            continue  # a run that failed wrote no report: its graphs go by their sizes
+        for p in problems:
+            if isinstance(p.get("fingerprint"), dict):
+                names[json.dumps(p["fingerprint"], sort_keys=True)] = p.get("graph")
     return names
 
 

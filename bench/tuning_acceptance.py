@@ -114,11 +114,20 @@ def positive(kind):
     return check
 
 
+def default_datasets():
+    repo = Path(__file__).resolve().parent.parent
+    for d in (repo / "shared" / "datasets", repo.parent / "shared" / "datasets", Path("/work/shared/datasets")):
+        if d.is_dir():
+            return d
+    return repo / "shared" / "datasets"
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", required=True, type=Path, help="tuning database of the graphs (dfgnn-tune on this GPU)")
-    ap.add_argument("--datasets", type=Path, default=Path("/work/shared/datasets"), help="shared datasets directory")
+    ap.add_argument("--datasets", type=Path, default=default_datasets(),
+                    help="shared datasets directory (default: shared/datasets in or beside the repository)")
     ap.add_argument("--graphs", required=True, help="comma-separated dataset names, paths or rmat-SCALE[-EDGES]")
     ap.add_argument("--configs", required=True, help="comma-separated op configs, e.g. 'gat:H1:D128:float32'")
     ap.add_argument("--directions", default=",".join(DIRECTIONS), help="forward and/or forward+backward")
@@ -139,6 +148,8 @@ def parse_args(argv=None):
     ap.add_argument("--hand-share", type=float, default=0.3, help="share of the budget left for --hand's child")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     ap.add_argument("--keep-dbs", action="store_true", help="keep the leave-one-out database copies")
+    ap.add_argument("--no-precompile", action="store_true",
+                    help="do not compile each graph's dispatched kernels in parallel before timing it")
     # Internal: the --hand child times these choices and names 'default' as given.
     ap.add_argument("--choices", default=",".join(CHOICES), help=argparse.SUPPRESS)
     ap.add_argument("--default-label", default="default", help=argparse.SUPPRESS)
@@ -616,6 +627,11 @@ def run_cases(a, deadline, log):
             db = dbs[choice]
             dfgnn.set_database(user="", sites=[] if db is None else [db])
 
+        if not a.cpu_smoke and not a.no_precompile:
+            major, minor = torch.cuda.get_device_capability()
+            n, secs = precompile(g, a.config_list, a.direction_list, a.choice_list, switch, major * 10 + minor)
+            log(f"{spec}: compiled the kernels of {n} dispatched schedules in {secs:.1f} s")
+
         for config in a.config_list:
             for direction in a.direction_list:
                 key = (name, config.label, direction)
@@ -669,6 +685,39 @@ def run_cases(a, deadline, log):
     return cases, notes
 
 
+def precompile(graph, configs, directions, choices, switch, arch):
+    """Compiles, in parallel threads (NVRTC; the binding releases the GIL), the kernels of every
+    schedule dispatch will pick for this graph under each choice's database, so the timed rounds'
+    warm-ups load modules instead of compiling them one after another. Returns (schedules, seconds);
+    a failing compile is left for the op call to report."""
+    import concurrent.futures
+    import dfgnn
+    t0 = time.monotonic()
+    jobs = set()
+    for choice in choices:
+        switch(choice)
+        for config in configs:
+            op = dfgnn.op(config.model, config.dtype, config.heads, config.dim)
+            for d in {"forward"} | ({"backward"} if "forward+backward" in directions else set()):
+                try:
+                    text = "|".join(p["schedule"] for p in dfgnn.explain(graph, op, d))
+                except dfgnn.Error:
+                    continue
+                jobs.add((config, d, text))
+
+    def build(job):
+        config, d, text = job
+        try:
+            dfgnn.ops.compile(dfgnn.op(config.model, config.dtype, config.heads, config.dim), d, text,
+                              arch=arch, graph=graph)
+        except dfgnn.Error:
+            pass
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
+        list(pool.map(build, sorted(jobs, key=lambda j: (j[0].label, j[1], j[2]))))
+    return len(jobs), time.monotonic() - t0
+
+
 def skipped(key, why):
     graph, config, direction = key
     return {"graph": graph, "config": config, "direction": direction, "skipped": why, "choices": {}}
@@ -684,7 +733,7 @@ def run_hand_child(a, budget_s, log):
            "--budget-s", str(budget_s), "--skew-threshold", str(a.skew_threshold),
            "--skew-min-max-degree", str(a.skew_min_max_degree), "--default-db", a.default_db,
            "--seed", str(a.seed), "--choices", "default,tuned", "--default-label", "hand"]
-    cmd += ["--cpu-smoke"] if a.cpu_smoke else []
+    cmd += (["--cpu-smoke"] if a.cpu_smoke else []) + (["--no-precompile"] if a.no_precompile else [])
     log(f"hand: {' '.join(cmd)}")
     try:
         proc = subprocess.run(cmd, env={**os.environ, "DFGNN_DEFAULT_RULE": "hand"}, timeout=budget_s + 60)

@@ -338,6 +338,23 @@ def test_plan_calls():
     assert acc.plan_calls(1000.0, 1, 3, 4, 40) == 2         # never below the minimum
 
 
+def test_precompile_fills_the_module_cache(cora_path):
+    ctx = dfgnn.default_context()
+    dfgnn.set_database(user="", sites=[])
+    g = dfgnn.Graph.from_file(cora_path)
+    switched = []
+    before = dfgnn.ops.cache_counters()["compiles"]
+    n, _ = acc.precompile(g, [acc.parse_config("agnn:H1:D8:float16")], ["forward", "forward+backward"],
+                          ["default", "tuned"], switched.append, 90)
+    assert switched == ["default", "tuned"]
+    assert n == 2  # the forward's and the backward's schedules (both choices answer alike here)
+    compiled = dfgnn.ops.cache_counters()["compiles"]
+    assert compiled > before
+    acc.precompile(g, [acc.parse_config("agnn:H1:D8:float16")], ["forward+backward"], ["default"], switched.append, 90)
+    assert dfgnn.ops.cache_counters()["compiles"] == compiled  # nothing new: served from the cache
+    dfgnn.set_database(context=ctx)
+
+
 # ---------------------------------------------------------------- arguments
 
 def test_parse_config():
