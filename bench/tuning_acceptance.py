@@ -9,9 +9,10 @@ schedules that dispatch picks under three database settings:
             tuned result removed (its compiled modules kept, so the default's kernels need not be
             compiled here; dispatch-wise it is no database); --default-db none uses no database at all.
   tuned     SITE.db itself: an exact hit for the graph.
-  nearest   leave-one-graph-out: a copy of SITE.db without the graph's rows (its fingerprint's
-            results, runs and candidate statistics), so the nearest-neighbour rule, or the default rule
-            where no tuned graph is close, answers.
+  nearest   leave-one-graph-out: a copy of SITE.db without the graph's rows (the results, runs and
+            candidate statistics of its fingerprints: the in-degree one, and for a directed graph the
+            out-degree one that keys its backward column pass), so the nearest-neighbour rule, or the
+            default rule where no tuned graph is close, answers.
   hand      only with --hand: the old hand-written default rule, DFGNN_DEFAULT_RULE=hand. The variable
             may be read once per process, so a child process times hand beside tuned (same database
             as tuned) and the report relates hand to that child's own tuned time.
@@ -23,15 +24,19 @@ call does: before each block of timed calls the script switches the database (df
 which retires cached answers and launch recipes), warms up, and checks with dfgnn.explain which level
 answered and with which schedule; a choice whose schedule changes between rounds is flagged.
 
-Each timed call is one user call, timed by CUDA events around it: the op (forward), or the op then
+Before a graph's cases, the kernels of every schedule dispatch will pick for it are compiled in
+parallel threads (a site database exported without modules would otherwise compile them one by one
+inside the warm-ups). Each timed call is one user call, timed by CUDA events around it: the op (forward), or the op then
 out.backward(grad) (forward+backward; inputs require grad, their .grad reset before each call).
 Medians over all rounds. Outputs OUTDIR/acceptance.json, acceptance.md and acceptance.png.
 
 Usage: bench/tuning_acceptance.py --db SITE.db --datasets DIR --graphs cora,pubmed,... \\
          --configs "transformer:H1:D128:float32, gat:H1:D128:float32" --out OUTDIR \\
          [--iters 60 --rounds 5 --warmup 3 --budget-s 300 --hand]
-Graph names are dataset directories under --datasets (or paths, or rmat-SCALE[-EDGES] for dfgnn-tune's
---rmat graphs: seed 1, permuted ids, deduplicated, no self-loops).
+Graph names are dataset directories under --datasets (or paths, e.g. .bench-data/cora as the tuning run
+named them, or rmat-SCALE[-EDGES] for dfgnn-tune's --rmat graphs: seed 1, permuted ids, deduplicated, no
+self-loops); graphs are reported by their last path component. Skewed-degree graphs: max in-degree /
+mean in-degree >= 20 and max in-degree >= 256 (the default rule's row split length), both settable.
 """
 
 import argparse
@@ -241,13 +246,17 @@ def remove_fingerprints(conn, fingerprint_ids):
     return counts
 
 
-def leave_out_copy(src, dst, fingerprint_text):
-    """dst = src without the rows of the graph with this fingerprint. Returns the counts removed
-    (all 0 when the graph was not in the database)."""
+def leave_out_copy(src, dst, fingerprint_texts):
+    """dst = src without the rows of the graph with these fingerprints (its in-degree fingerprint, and
+    for a directed graph the out-degree one its backward column pass is keyed by). Returns the counts
+    removed (all 0 when the graph was not in the database)."""
+    if isinstance(fingerprint_texts, str):
+        fingerprint_texts = [fingerprint_texts]
     copy_database(src, dst)
     conn = sqlite3.connect(dst)
     try:
-        return remove_fingerprints(conn, matching_fingerprint_ids(conn, fingerprint_text))
+        ids = sorted({i for t in fingerprint_texts for i in matching_fingerprint_ids(conn, t)})
+        return remove_fingerprints(conn, ids)
     finally:
         conn.close()
 
@@ -369,6 +378,8 @@ def summarize(cases):
     # Nearest: per left-out (graph, config, pass), deduplicated over the directions' explains.
     answered = {}
     for c in measured:
+        if c.get("left_out_rows", {}).get("results", 1) == 0:
+            continue  # not in the database: nothing was left out
         for p in c["choices"].get("nearest", {}).get("passes") or []:
             answered[(c["graph"], c["config"], p.get("pass"))] = p.get("origin", p.get("level")) == "nearest"
     graphs = {}
@@ -468,6 +479,15 @@ def graph_name(spec):
     return Path(spec).name if os.sep in spec else spec
 
 
+def graph_fingerprints(g):
+    """The fingerprint texts dispatch keys a graph's passes by: the in-degree one (forward, backward
+    row pass) and the out-degree one of the column pass (the transpose's; equal for symmetric graphs)."""
+    import dfgnn
+    col_ptr, row_idx, _ = g.csc()
+    transpose = dfgnn.Graph.from_csr(col_ptr, row_idx)
+    return sorted({g.fingerprint_json, transpose.fingerprint_json})
+
+
 def load_graph(spec, datasets):
     import dfgnn
     if spec.startswith("rmat-"):
@@ -475,10 +495,11 @@ def load_graph(spec, datasets):
         scale = int(parts[0])
         edges = int(parts[1]) if len(parts) > 1 else 16 << scale
         return dfgnn.Graph.rmat(scale, edges, seed=1, permute=True)
-    path = Path(spec)
-    if not path.exists():
-        path = Path(datasets) / spec
-    return dfgnn.Graph.from_file(path)
+    # a path as given, else a dataset under --datasets by its name (so '.bench-data/cora' finds cora)
+    for path in (Path(spec), Path(datasets) / spec, Path(datasets) / Path(spec).name):
+        if path.exists():
+            return dfgnn.Graph.from_file(path)
+    return dfgnn.Graph.from_file(spec)  # raises dfgnn.IoError naming it
 
 
 def make_inputs(config, n, device, requires_grad, gen, dtype):
@@ -618,7 +639,7 @@ def run_cases(a, deadline, log):
         dbs = {"tuned": a.db, "default": default_db}
         if "nearest" in a.choice_list:
             dbs["nearest"] = work / f"without-{gi}.db"
-            removed = leave_out_copy(a.db, dbs["nearest"], g.fingerprint_json)
+            removed = leave_out_copy(a.db, dbs["nearest"], graph_fingerprints(g))
             info["left_out_rows"] = removed
             if removed["results"] == 0:
                 notes.append(f"{spec}: its fingerprint has no rows in {a.db} (tuned cannot be an exact hit)")

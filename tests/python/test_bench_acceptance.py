@@ -164,6 +164,26 @@ def test_matching_accepts_equal_values_in_another_spelling(tmp_path, graphs, op)
     conn.close()
 
 
+def test_graph_fingerprints_include_the_column_pass_of_a_directed_graph(cora_path):
+    import numpy as np
+    sym = dfgnn.Graph.from_file(cora_path)  # symmetrized: in- and out-degrees agree
+    assert acc.graph_fingerprints(sym) == [sym.fingerprint_json]
+    # a star: every node sends to node 0, so in-degrees are (n-1, 0, ...) and out-degrees (0, 1, 1, ...)
+    n = 50
+    star = dfgnn.Graph(np.stack([np.arange(1, n), np.zeros(n - 1, dtype=np.int64)]), num_nodes=n)
+    texts = acc.graph_fingerprints(star)
+    assert len(texts) == 2 and star.fingerprint_json in texts
+    out = json.loads(next(t for t in texts if t != star.fingerprint_json))
+    assert out["max_degree"] == 1 and out["num_edges"] == n - 1 and star.fingerprint["max_degree"] == n - 1
+
+
+def test_leave_out_copy_removes_every_fingerprint_given(tmp_path, graphs, op):
+    site = make_site_db(str(tmp_path / "site.db"), graphs, op)
+    removed = acc.leave_out_copy(site, tmp_path / "w.db", [graphs[0].fingerprint_json, graphs[2].fingerprint_json])
+    assert removed["fingerprints"] == 2 and removed["results"] == 6
+    assert counts(tmp_path / "w.db")["results"] == 3
+
+
 def test_results_free_copy_keeps_environment_and_modules(tmp_path, graphs, op):
     site = make_site_db(str(tmp_path / "site.db"), graphs, op)
     conn = sqlite3.connect(site)
@@ -392,7 +412,8 @@ def test_cpu_smoke_run(tmp_path, cora_path, graphs, op):
     env = {**os.environ, "DFGNN_LOG_LEVEL": "error"}
     run = subprocess.run([sys.executable, str(REPO / "bench" / "tuning_acceptance.py"), "--cpu-smoke", "--db", site,
                           "--graphs", f"{cora_path},rmat-9-3000,nope-graph", "--configs", "gat:H1:D8:float32",
-                          "--out", str(out), "--iters", "4", "--rounds", "2", "--warmup", "1", "--budget-s", "120"],
+                          "--out", str(out), "--iters", "4", "--rounds", "2", "--warmup", "1", "--budget-s", "150",
+                          "--hand", "--hand-share", "0.4"],
                          capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     report = json.loads((out / "acceptance.json").read_text())
@@ -402,7 +423,10 @@ def test_cpu_smoke_run(tmp_path, cora_path, graphs, op):
     assert len(measured) == 4
     assert all(c.get("skipped", "").startswith("graph not loaded") for c in cases if c["graph"] == "nope-graph")
     for c in measured:
-        assert set(c["choices"]) == {"default", "tuned", "nearest"}
+        assert set(c["choices"]) == {"default", "tuned", "nearest", "hand"}
+        hand = c["choices"].pop("hand")  # from the child process, which timed hand beside its own tuned
+        assert hand["count"] == 4 and hand["tuned_median_ms"] > 0 and hand["process"].startswith("child")
+        assert c["ratios"]["hand_over_tuned"] == pytest.approx(hand["median_ms"] / hand["tuned_median_ms"])
         for ch in c["choices"].values():
             assert ch["count"] == 4 and ch["median_ms"] > 0 and ch["stable"]
             # without a GPU dispatch never reads the database: every answer is the default rule's
@@ -413,6 +437,9 @@ def test_cpu_smoke_run(tmp_path, cora_path, graphs, op):
     rmat = next(c for c in measured if c["graph"] == "rmat-9-3000")
     assert rmat["left_out_rows"]["results"] == 3  # it is in the fixture database
     assert report["summary"]["tuned_exact"] == 0  # no GPU, no exact hits: the tuned figures stay empty
+    # this build has no DFGNN_DEFAULT_RULE: the report says hand changed nothing
+    assert any("changed no schedule" in n for n in report["notes"])
+    assert (out / "hand" / "acceptance.json").exists()
     md = (out / "acceptance.md").read_text()
     assert "| graph | skew | config |" in md and "nope-graph" in md
     assert not list((out / "work").glob("without-*.db"))  # leave-one-out copies are removed
