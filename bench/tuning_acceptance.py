@@ -5,9 +5,7 @@ For every (graph, op config, direction in {forward, forward+backward}) it times,
 interleaved round by round (the order rotated each round, so drift hits every choice alike), the
 schedules that dispatch picks under three database settings:
 
-  default   the runtime's default rule: no tuning rows. The site layer is a copy of SITE.db with every
-            tuned result removed (its compiled modules kept, so the default's kernels need not be
-            compiled here; dispatch-wise it is no database); --default-db none uses no database at all.
+  default   the runtime's default rule: no site database.
   tuned     SITE.db itself: an exact hit for the graph.
   nearest   leave-one-graph-out: a copy of SITE.db without the graph's rows (the results, runs and
             candidate statistics of its fingerprints: the in-degree one, and for a directed graph the
@@ -24,9 +22,11 @@ call does: before each block of timed calls the script switches the database (df
 which retires cached answers and launch recipes), warms up, and checks with dfgnn.explain which level
 answered and with which schedule; a choice whose schedule changes between rounds is flagged.
 
-Before a graph's cases, the kernels of every schedule dispatch will pick for it are compiled in
-parallel threads (a site database exported without modules would otherwise compile them one by one
-inside the warm-ups). Each timed call is one user call, timed by CUDA events around it: the op (forward), or the op then
+Every choice's user database layer is a module cache (--module-cache, default OUTDIR/work/modules.db):
+it never holds tuning results (tuning is off), only the compiled kernels, which it keeps for the --hand
+child and later runs. Before a graph's cases, the kernels of every schedule dispatch will pick for it
+are compiled in parallel threads (a site database exported without modules would otherwise compile
+them one by one inside the warm-ups). Each timed call is one user call, timed by CUDA events around it: the op (forward), or the op then
 out.backward(grad) (forward+backward; inputs require grad, their .grad reset before each call).
 Medians over all rounds. Outputs OUTDIR/acceptance.json, acceptance.md and acceptance.png.
 
@@ -146,8 +146,8 @@ def parse_args(argv=None):
                     help="skewed-degree graph: max in-degree / mean in-degree >= this (fingerprint) ...")
     ap.add_argument("--skew-min-max-degree", type=positive(int), default=256,
                     help="... and max in-degree >= this (the default rule's row split length: hubs that matter)")
-    ap.add_argument("--default-db", choices=("modules", "none"), default="modules",
-                    help="'default' choice: a copy of --db without results (modules kept), or no database")
+    ap.add_argument("--module-cache", type=Path,
+                    help="user database layer that keeps compiled kernels, never results (default OUT/work/modules.db)")
     ap.add_argument("--hand", action="store_true",
                     help="also time DFGNN_DEFAULT_RULE=hand (the old hand rule) in a child process")
     ap.add_argument("--hand-share", type=float, default=0.3, help="share of the budget left for --hand's child")
@@ -186,7 +186,24 @@ def parse_args(argv=None):
         ap.error("--hand-share must be in [0, 1)")
     if not a.db.is_file():
         ap.error(f"--db {a.db} is not a file")
+    a.module_cache = a.module_cache or a.out / "work" / "modules.db"
+    if tuning_rows(a.module_cache):
+        ap.error(f"--module-cache {a.module_cache} holds tuning results, which would answer dispatch for every "
+                 "choice: give a file that only caches kernels (or a new one)")
     return a
+
+
+def tuning_rows(path):
+    """Tuning results a database file holds (0 for a missing file or one without the table)."""
+    if not Path(path).is_file():
+        return 0
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+    finally:
+        conn.close()
 
 
 # ---------------------------------------------------------------- database surgery (sqlite3 only)
@@ -257,16 +274,6 @@ def leave_out_copy(src, dst, fingerprint_texts):
     try:
         ids = sorted({i for t in fingerprint_texts for i in matching_fingerprint_ids(conn, t)})
         return remove_fingerprints(conn, ids)
-    finally:
-        conn.close()
-
-
-def results_free_copy(src, dst):
-    """dst = src without any tuned result (environments and compiled modules kept)."""
-    copy_database(src, dst)
-    conn = sqlite3.connect(dst)
-    try:
-        return remove_fingerprints(conn, [r[0] for r in conn.execute("SELECT id FROM fingerprints")])
     finally:
         conn.close()
 
@@ -608,10 +615,7 @@ def run_cases(a, deadline, log):
     work = a.out / "work"
     work.mkdir(parents=True, exist_ok=True)
     dfgnn.set_tune_mode("off")
-    default_db = None
-    if "default" in a.choice_list and a.default_db == "modules":
-        default_db = work / "no-results.db"
-        results_free_copy(a.db, default_db)
+    modules = a.module_cache
     cases, notes = [], []
     total = len(a.graph_list) * len(a.config_list) * len(a.direction_list)
     started = time.monotonic()
@@ -636,7 +640,7 @@ def run_cases(a, deadline, log):
         info = {"nodes": g.num_nodes, "edges": g.num_edges, "max_degree": fp["max_degree"],
                 "mean_degree": fp["mean_degree"], "cv": fp.get("cv"), "skew": skew,
                 "skewed": is_skewed(fp, a.skew_threshold, a.skew_min_max_degree)}
-        dbs = {"tuned": a.db, "default": default_db}
+        dbs = {"tuned": a.db, "default": None}
         if "nearest" in a.choice_list:
             dbs["nearest"] = work / f"without-{gi}.db"
             removed = leave_out_copy(a.db, dbs["nearest"], graph_fingerprints(g))
@@ -646,7 +650,7 @@ def run_cases(a, deadline, log):
 
         def switch(choice):
             db = dbs[choice]
-            dfgnn.set_database(user="", sites=[] if db is None else [db])
+            dfgnn.set_database(user=modules, sites=[] if db is None else [db])
 
         if not a.cpu_smoke and not a.no_precompile:
             major, minor = torch.cuda.get_device_capability()
@@ -752,7 +756,8 @@ def run_hand_child(a, budget_s, log):
            "--graphs", a.graphs, "--configs", a.configs, "--directions", a.directions, "--out", str(out),
            "--iters", str(a.iters), "--rounds", str(a.rounds), "--warmup", str(a.warmup),
            "--budget-s", str(budget_s), "--skew-threshold", str(a.skew_threshold),
-           "--skew-min-max-degree", str(a.skew_min_max_degree), "--default-db", a.default_db,
+           "--skew-min-max-degree", str(a.skew_min_max_degree),
+           "--module-cache", str(a.module_cache),
            "--seed", str(a.seed), "--choices", "default,tuned", "--default-label", "hand"]
     cmd += (["--cpu-smoke"] if a.cpu_smoke else []) + (["--no-precompile"] if a.no_precompile else [])
     log(f"hand: {' '.join(cmd)}")
@@ -897,7 +902,7 @@ def write_report(a, env, cases, notes):
                            "configs": [c.label for c in a.config_list], "directions": a.direction_list,
                            "choices": a.choice_list, "iters": a.iters, "rounds": a.rounds, "warmup": a.warmup,
                            "budget_s": a.budget_s, "skew_threshold": a.skew_threshold,
-                           "skew_min_max_degree": a.skew_min_max_degree, "default_db": a.default_db},
+                           "skew_min_max_degree": a.skew_min_max_degree},
               "notes": notes, "summary": summarize(cases), "cases": cases}
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "acceptance.json").write_text(json.dumps(report, indent=1))

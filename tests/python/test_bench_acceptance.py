@@ -184,23 +184,6 @@ def test_leave_out_copy_removes_every_fingerprint_given(tmp_path, graphs, op):
     assert counts(tmp_path / "w.db")["results"] == 3
 
 
-def test_results_free_copy_keeps_environment_and_modules(tmp_path, graphs, op):
-    site = make_site_db(str(tmp_path / "site.db"), graphs, op)
-    conn = sqlite3.connect(site)
-    with conn:
-        conn.execute("INSERT INTO modules VALUES ('k', x'0102', '[]', 90, 12080, 't', 0)")
-    conn.close()
-    out = tmp_path / "none.db"
-    removed = acc.results_free_copy(site, out)
-    assert removed["results"] == 9 and removed["fingerprints"] == 3
-    after = counts(out)
-    assert after["results"] == after["runs"] == after["candidate_stats"] == after["fingerprints"] == 0
-    assert after["environments"] == 1
-    conn = sqlite3.connect(out)
-    assert conn.execute("SELECT COUNT(*) FROM modules").fetchone()[0] == 1
-    conn.close()
-
-
 def test_copy_folds_in_the_write_ahead_log(tmp_path, graphs, op):
     site = make_site_db(str(tmp_path / "site.db"), graphs, op)
     holder = sqlite3.connect(site)  # keeps the WAL from being checkpointed away at close
@@ -387,6 +370,18 @@ def test_parse_config():
             acc.parse_config(bad)
 
 
+def test_module_cache_must_hold_no_results(tmp_path, graphs, op):
+    site = make_site_db(str(tmp_path / "site.db"), graphs, op)
+    args = ["--db", site, "--graphs", "cora", "--configs", "gat:H1:D8", "--out", str(tmp_path / "o")]
+    with pytest.raises(SystemExit):
+        acc.parse_args(args + ["--module-cache", site])
+    assert acc.tuning_rows(site) == 9 and acc.tuning_rows(tmp_path / "none.db") == 0
+    empty = str(tmp_path / "cache.db")
+    make_site_db(empty, graphs[:1], op)
+    acc.leave_out_copy(empty, tmp_path / "cache2.db", graphs[0].fingerprint_json)
+    assert acc.parse_args(args + ["--module-cache", str(tmp_path / "cache2.db")]).module_cache == tmp_path / "cache2.db"
+
+
 def test_parse_args(tmp_path):
     db = tmp_path / "s.db"
     db.write_bytes(b"")
@@ -396,6 +391,7 @@ def test_parse_args(tmp_path):
         "transformer:H1:D128:float32", "gat:H1:D128:float32"]
     assert a.direction_list == ["forward", "forward+backward"] and a.choice_list == ["default", "tuned", "nearest"]
     assert a.iters == 12 and a.rounds == 5 and a.budget_s == 300.0 and not a.hand
+    assert a.module_cache == tmp_path / "o" / "work" / "modules.db"
     base = ["--db", str(db), "--graphs", "cora", "--configs", "gat:H1:D8", "--out", str(tmp_path)]
     for extra in (["--iters", "2"], ["--directions", "backward"], ["--budget-s", "0"], ["--graphs", "cora,cora"],
                   ["--configs", "gat:H1"], ["--db", str(tmp_path / "missing.db")], ["--choices", "best"]):
