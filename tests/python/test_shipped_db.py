@@ -97,8 +97,9 @@ def test_own_shipped_database_in_a_fresh_process(tmp_path):
     """A database tuned here, exported as dfgnn-db does and shipped through DFGNN_SHIPPED_DB, is
     found and used by a fresh process, which says so."""
     path = tmp_path / "graph.txt"
-    edges = [(j, i) for i in range(2000) for j in range((i * 7) % 2000, (i * 7) % 2000 + 1 + i % 9) if j != i]
-    path.write_text(f"# nodes 2001 edges {len(edges)}\n" + "".join(f"{j} {i}\n" for j, i in edges))
+    n = 2000
+    edges = [((i * 7 + k) % n, i) for i in range(n) for k in range(1 + i % 9) if (i * 7 + k) % n != i]
+    path.write_text(f"# nodes {n} edges {len(edges)}\n" + "".join(f"{j} {i}\n" for j, i in edges))
     c = dfgnn.Context()
     dfgnn.set_database(user=tmp_path / "tuned.db", sites=[], context=c)
     g = dfgnn.Graph.from_file(path)
