@@ -61,6 +61,19 @@ def test_explain_names_the_default_rule_also_when_cached(tmp_path, cora_path):
         assert "layer" not in p
 
 
+def test_package_tools_find_the_shipped_directory(tmp_path):
+    """The package's dfgnn-db (in dfgnn/bin/) finds dfgnn/data/tuning/ as libdfgnn does."""
+    if not (PACKAGE / "data" / "tuning").is_dir():
+        pytest.skip(f"{PACKAGE / 'data' / 'tuning'} is not installed (no shipped database in this build)")
+    env = dict(os.environ)
+    env.pop("DFGNN_SHIPPED_DB", None)
+    done = subprocess.run([str(PACKAGE / "bin" / "dfgnn-db"), "--db", str(tmp_path / "none.db"), "layers"], env=env,
+                          capture_output=True, text=True)
+    assert f"shipped databases: installed in {PACKAGE / 'data' / 'tuning'}" in done.stdout, done.stdout + done.stderr
+    for db in INSTALLED:
+        assert f"shipped  {db}: ok" in done.stdout, done.stdout
+
+
 def _sm90():
     if not HAS_TORCH:
         return False, "PyTorch is not installed (needed to read the GPU's architecture)"
