@@ -9,6 +9,8 @@
 #include "sqlite_util.hpp"
 #include "tuning_db.hpp"
 
+#include <spdlog/sinks/ostream_sink.h>
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -1249,6 +1251,48 @@ TEST(LayeredDb, ShippedBelowSitesAndForeignLayersSkipped) {
   }
   EXPECT_TRUE(foreign.shipped().empty());
   EXPECT_TRUE(foreign.open_errors().empty());  // not an error: a database for another GPU
+}
+
+// A shipped file that opens but fails on reading (damaged pages) is dropped after the first failing
+// read, with one warning however many lookups follow; the file is left as it was.
+TEST(LayeredDb, DamagedShippedPagesWarnOnceAndAreDropped) {
+  TempDir dir;
+  {
+    auto s = TuningDb::open_user(dir / "src.db");
+    for (int k = 1; k <= 40; ++k) s->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    s->export_to(dir / "shipped.db");
+  }
+  std::string bytes = read_bytes(dir / "shipped.db");
+  const size_t page = 4096;
+  ASSERT_GT(bytes.size(), 4 * page);
+  for (size_t i = page; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5 ^ (i * 131));  // all but page 1
+  write_bytes(dir / "shipped.db", bytes);
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  auto* logger = dfgnn::db::detail::db_logger();
+  logger->sinks().push_back(sink);
+  LayeredDb::Options o;
+  o.user_path = fs::path();
+  o.site_paths = std::vector<fs::path>{};
+  o.shipped_paths = std::vector<fs::path>{dir / "shipped.db"};
+  std::optional<LayeredDb> layered;
+  try {
+    layered.emplace(o);
+  } catch (...) {
+    ADD_FAILURE() << "LayeredDb threw";
+  }
+  for (int k = 1; k <= 3; ++k) {
+    EXPECT_FALSE(layered->find_exact(h200(), op_gat(), make_fp(k)));
+    EXPECT_TRUE(layered->candidates_for(h200(), op_gat()).empty());
+  }
+  logger->sinks().pop_back();
+  const std::string text = captured.str();
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  EXPECT_EQ(lines, 1) << text;
+  EXPECT_TRUE(contains(text, "shipped")) << text;
+  EXPECT_TRUE(contains(text, (dir / "shipped.db").string())) << text;
+  EXPECT_EQ(read_bytes(dir / "shipped.db"), bytes);
 }
 
 TEST(LayeredDb, UserOverSitesWritesToUserOnly) {
