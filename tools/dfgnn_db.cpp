@@ -6,6 +6,7 @@
 // problems), 2 bad arguments.
 #include "cli_common.hpp"
 #include "dispatch.hpp"
+#include "nvrtc.hpp"
 #include "printable.hpp"
 #include "error.hpp"
 #include "tuning_db.hpp"
@@ -72,9 +73,10 @@ const std::vector<Command>& commands() {
        "(model/dtype/H/D/pass/vector limit), fingerprint bucket, winner,\n"
        "median ms, default's median, speedup, runs, host, date; invalid\n"
        "rows are marked with the reason",
-       {"site", "env"}, true},
-      {"show", "show ID", "everything about one result, with its pooled candidate statistics", {"site"}, true},
-      {"stats", "stats", "counts of environments, fingerprints, results, runs, modules", {"site"}, true},
+       {"site", "shipped", "env"}, true},
+      {"show", "show ID", "everything about one result, with its pooled candidate statistics", {"site", "shipped"},
+       true},
+      {"stats", "stats", "counts of environments, fingerprints, results, runs, modules", {"site", "shipped"}, true},
       {"export", "export OUT.db",
        "consistent, compacted snapshot of the database, to ship as a\n"
        "read-only site database (DFGNN_SITE_DB / dfgnnSetDatabase)",
@@ -91,6 +93,12 @@ const std::vector<Command>& commands() {
       {"verify", "verify",
        "SQLite integrity check, the schema's objects, and validation of\n"
        "every row as dispatch would use it; exit 1 on problems",
+       {"site", "shipped"}, true},
+      {"layers", "layers",
+       "the layers dispatch reads, in order: user, site ($DFGNN_SITE_DB or\n"
+       "--site), shipped (installed with the library, or $DFGNN_SHIPPED_DB);\n"
+       "per layer its status, results and what it was tuned for; exit 1 if\n"
+       "a layer cannot be read",
        {"site"}, true},
   };
   return table;
@@ -130,7 +138,8 @@ std::string usage() {
   out += "\nThe database is --db PATH, by default $DFGNN_CACHE_DIR/tuning.db, else\n"
          "$XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db. list, show, stats and verify\n"
          "open it read-only; --site PATH (repeatable) reads site databases instead (opened immutable),\n"
-         "together with --db when that is given too.\n"
+         "together with --db when that is given too; --shipped reads the shipped databases (the\n"
+         "package's own: <prefix>/share/dfgnn/tuning/*.db or dfgnn/data/tuning/*.db, or $DFGNN_SHIPPED_DB).\n"
          "Exit codes: 0 ok, 1 failure (cannot open, corrupt, verify found problems), 2 bad arguments.\n\nOptions";
   return out;
 }
@@ -246,12 +255,13 @@ void require_file(const fs::path& path) {
 
 struct Target {
   std::unique_ptr<TuningDb> db;
-  std::string label;  // "user" or "site"
+  std::string label;  // "user", "site" or "shipped"
 };
 
-// The databases a read command works on: the sites given with --site, plus --db when given (or,
-// without --site, the user database).
-std::vector<Target> open_for_reading(const std::optional<fs::path>& user, const std::vector<fs::path>& sites) {
+// The databases a read command works on: the sites given with --site and the shipped databases
+// with --shipped, plus --db when given (or, without either, the user database).
+std::vector<Target> open_for_reading(const std::optional<fs::path>& user, const std::vector<fs::path>& sites,
+                                     const std::vector<fs::path>& shipped) {
   std::vector<Target> out;
   if (user) {
     require_file(*user);
@@ -261,7 +271,18 @@ std::vector<Target> open_for_reading(const std::optional<fs::path>& user, const 
     require_file(s);
     out.push_back({TuningDb::open_site(s, db_options()), "site"});
   }
+  for (const fs::path& s : shipped) {
+    require_file(s);
+    out.push_back({TuningDb::open_site(s, db_options()), "shipped"});
+  }
   return out;
+}
+
+// Where the shipped databases come from, for humans.
+std::string shipped_origin() {
+  if (const char* v = std::getenv("DFGNN_SHIPPED_DB"); v != nullptr) return fmt::format("DFGNN_SHIPPED_DB='{}'", v);
+  const fs::path dir = LayeredDb::shipped_directory();
+  return dir.empty() ? "none installed beside the library" : "installed in " + dir.string();
 }
 
 // ---------------------------------------------------------------- commands
@@ -460,6 +481,65 @@ int cmd_verify(std::vector<Target>& targets) {
   return problems ? kExitFailure : 0;
 }
 
+// Each layer dispatch would read, with its status and what it was tuned for. This build's stamp
+// (library version, kernel source hash) is known here; the GPU class is the GPU's, so a layer
+// tuned for another GPU is listed, and dispatch on that GPU skips it.
+int cmd_layers(const fs::path& user, const std::vector<fs::path>& sites) {
+  const std::string library = dfgnnGetVersion();
+  const std::string source = dfgnn::kernel_source_hash();
+  say("this build: library {}, kernel source {}", library, source);
+  say("shipped databases: {}", shipped_origin());
+  int unusable = 0;
+  auto describe_db = [&](TuningDb& db) {
+    const DbStats s = db.stats();
+    say("    {} result(s), {} run(s), {} module(s)", s.results, s.runs, s.modules);
+    for (const BuildStamp& b : db.build_stamps()) {
+      const bool current = b.library_version == library && b.template_hash == source;
+      say("    {} result(s) for {}, library {}, kernel source {}{}", b.results, b.env_class, b.library_version,
+          b.template_hash, current ? "" : "  (another build: not used by this one)");
+    }
+  };
+  std::error_code ec;
+  if (!fs::exists(user, ec)) {
+    say("user     {}: absent (created by the first tuning run)", user.string());
+  } else {
+    try {
+      auto db = TuningDb::open_read_only(user, db_options());
+      say("user     {}: ok", user.string());
+      describe_db(*db);
+    } catch (const std::exception& e) {
+      say("user     {}: UNUSABLE: {}", user.string(), describe(e));
+      ++unusable;
+    }
+  }
+  LayeredDb::Options options;
+  options.user_path = fs::path();
+  options.site_paths = sites;
+  options.db = db_options();
+  LayeredDb layers(options);
+  auto opened = [&](const fs::path& path) -> TuningDb* {
+    for (const auto* list : {&layers.sites(), &layers.shipped()})
+      for (const auto& db : *list)
+        if (db->path() == path) return db.get();
+    return nullptr;
+  };
+  for (const LayeredDb::LayerInfo& l : layers.layers()) {
+    const std::string kind = fmt::format("{:<8}", dfgnn::db::layer_name(l.kind));
+    TuningDb* db = opened(l.path);
+    if (db == nullptr) {
+      say("{} {}: UNUSABLE: {}", kind, l.path.string(), l.reason);
+      ++unusable;
+      continue;
+    }
+    say("{} {}: ok (read-only)", kind, l.path.string());
+    describe_db(*db);
+  }
+  if (std::none_of(layers.layers().begin(), layers.layers().end(),
+                   [](const LayeredDb::LayerInfo& l) { return l.kind == LayerKind::Shipped; }))
+    say("shipped  (none)");
+  return unusable ? kExitFailure : 0;
+}
+
 // ---------------------------------------------------------------- main
 
 // The library's "dfgnn" logger, writing to stderr with the message escaped (its warnings quote
@@ -496,7 +576,8 @@ int run(int argc, char** argv) {
     ("help,h", "show this help")
     ("version", "print the version")
     ("db", po::value(&db_arg), "the (user) database to work on")
-    ("site", po::value(&site_args)->composing(), "a read-only site database for list, show, stats, verify (repeatable)")
+    ("site", po::value(&site_args)->composing(), "a read-only site database for list, show, stats, verify, layers (repeatable)")
+    ("shipped", "list, show, stats, verify: read the shipped databases (see layers)")
     ("env", po::value(&env), "list, prune: only this environment class, e.g. 'NVIDIA H200|sm_90|132'")
     ("older-than", po::value(&older_than_days), "prune: runs measured more than DAYS days ago")
     ("library-version", po::value(&library_version), "prune: runs of results with this library version")
@@ -534,9 +615,9 @@ int run(int argc, char** argv) {
   for (const auto& option : visible.options()) {
     const std::string& name = option->long_name();
     if (vm.count(name) && !applies(*cmd, name)) {
-      if (name == "site")
-        throw BadArgs{fmt::format("--site is for list, show, stats and verify (site databases are read-only), not {}",
-                                  command)};
+      if (name == "site" || name == "shipped")
+        throw BadArgs{fmt::format("--{} is for read commands (list, show, stats, verify{}), not {}", name,
+                                  name == "site" ? ", layers" : "", command)};
       throw BadArgs{fmt::format("--{} does not apply to {} (see dfgnn-db {} --help)", name, command, command)};
     }
   }
@@ -547,33 +628,42 @@ int run(int argc, char** argv) {
   std::optional<fs::path> user;
   if (vm.count("db")) {
     user = db_arg;
-  } else if (site_args.empty() || !reading) {
+  } else if ((site_args.empty() && !vm.count("shipped")) || !reading || command == "layers") {
     const fs::path d = LayeredDb::default_user_path();
     if (d.empty())
       throw BadArgs{"no database: give --db PATH (none of DFGNN_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"};
     user = d;
   }
   std::vector<fs::path> sites(site_args.begin(), site_args.end());
+  std::vector<fs::path> shipped;
+  if (vm.count("shipped")) {
+    shipped = LayeredDb::default_shipped_paths();
+    if (shipped.empty()) throw Failure{fmt::format("--shipped: no shipped databases ({})", shipped_origin())};
+  }
 
   if (command == "list") {
     expect_args(0, "no arguments");
-    auto targets = open_for_reading(user, sites);
+    auto targets = open_for_reading(user, sites, shipped);
     return cmd_list(targets, vm.count("env") ? std::optional<std::string>(env) : std::nullopt);
   }
   if (command == "show") {
     expect_args(1, "one result ID");
-    auto targets = open_for_reading(user, sites);
+    auto targets = open_for_reading(user, sites, shipped);
     return cmd_show(targets, args[0]);
   }
   if (command == "stats") {
     expect_args(0, "no arguments");
-    auto targets = open_for_reading(user, sites);
+    auto targets = open_for_reading(user, sites, shipped);
     return cmd_stats(targets);
   }
   if (command == "verify") {
     expect_args(0, "no arguments");
-    auto targets = open_for_reading(user, sites);
+    auto targets = open_for_reading(user, sites, shipped);
     return cmd_verify(targets);
+  }
+  if (command == "layers") {
+    expect_args(0, "no arguments");
+    return cmd_layers(*user, vm.count("site") ? sites : LayeredDb::default_site_paths());
   }
   if (command == "export") {
     expect_args(1, "one output file (export OUT.db)");

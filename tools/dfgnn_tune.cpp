@@ -87,6 +87,7 @@ struct Options {
   std::optional<std::string> site;  // nullopt: $DFGNN_SITE_DB
   std::string json_path;
   std::string command_line;
+  bool explain = false;  // --explain: show how dispatch answers now, tune nothing
 };
 
 // Returns nullopt after printing help or the version.
@@ -121,7 +122,9 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("budget", po::value(&o.budget)->default_value(20.0), "tuning time per problem in seconds (a backward problem splits it over its two passes)")
     ("db", po::value(&db), "user (writable) tuning database; default $DFGNN_CACHE_DIR/tuning.db, else $XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db")
     ("site", po::value(&site), "read-only site databases, ':'-separated, highest priority first (default $DFGNN_SITE_DB)")
-    ("json", po::value(&o.json_path), "write every problem's report (tuning and second-run view) to this JSON file");
+    ("json", po::value(&o.json_path), "write every problem's report (tuning and second-run view) to this JSON file")
+    ("explain", "tune nothing: show how dispatch answers each problem now (which level, database layer, neighbour "
+                "or rule) from the databases; needs no GPU (without one, the default rule answers)");
   po::options_description all;
   all.add(visible).add_options()("positional-graph", po::value(&graph_args.paths)->composing());
   po::positional_options_description positional;
@@ -135,6 +138,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + shell_quote(argv[i]);
   o.self_loops = vm.count("self-loops") > 0;
   o.edge_features = vm.count("edge-features") > 0;
+  o.explain = vm.count("explain") > 0;
   if (graph_args.empty())
     throw BadArgs{"no graph given: name GRAPH files or directories, or use --rmat SCALE or --hubs N,AVG,HUBS,HUBDEG (see --help)"};
   graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
@@ -245,7 +249,7 @@ struct Problem {
   // Results.
   std::string status = "planned";  // planned, tuned, failed, skipped (no GPU)
   std::string error;
-  json report, second_run;
+  json report, second_run, explain;
   std::string reproduce;
   double elapsed_s = 0;
 };
@@ -453,12 +457,29 @@ std::string describe_tuning(const json& report) {
   return out;
 }
 
+// One line per pass of dfgnnExplain's answer: what answered first (and from which layer), the
+// schedule, then origin_detail's account of it.
+std::string describe_explain(const json& explain, const std::string& indent) {
+  std::string out;
+  for (const json& pass : explain) {
+    std::string origin = str(pass, "origin").empty() ? str(pass, "level") : str(pass, "origin");
+    if (const std::string layer = str(pass, "layer"); !layer.empty()) origin += " (" + layer + ")";
+    out += fmt::format("{}{}: {}{} -> {}\n", indent, pass_label(pass), origin,
+                       pass.value("cached", false) ? ", cached" : "", str(pass, "schedule"));
+    if (const std::string detail = str(pass, "origin_detail"); !detail.empty())
+      out += fmt::format("{}  {}\n", indent, detail);
+  }
+  return out;
+}
+
 std::string describe_second_run(const json& explain) {
   std::string out = "  second run (fresh context, same database):\n";
   for (const json& pass : explain) {
     const std::string level = str(pass, "level");
     const std::string answered = level == "cache" && !str(pass, "origin").empty() ? str(pass, "origin") : level;
-    out += fmt::format("    {}: {} -> {}", pass_label(pass), answered, str(pass, "schedule"));
+    const std::string layer = str(pass, "layer");
+    out += fmt::format("    {}: {}{} -> {}", pass_label(pass), answered, layer.empty() ? "" : " (" + layer + ")",
+                       str(pass, "schedule"));
     if (pass.contains("median_ms")) out += fmt::format("  ({} tuned", ms_text(pass["median_ms"]));
     if (const std::string src = str(pass, "source"); !src.empty()) out += fmt::format(", from {}", src);
     if (pass.contains("median_ms")) out += ")";
@@ -488,6 +509,7 @@ json problem_json(const Problem& p, const Graphs& graphs, double budget) {
   if (p.status == "tuned" || p.status == "failed") j["elapsed_s"] = p.elapsed_s;
   if (!p.report.is_null()) j["report"] = p.report;
   if (!p.second_run.is_null()) j["second_run"] = p.second_run;
+  if (!p.explain.is_null()) j["explain"] = p.explain;
   if (!p.reproduce.empty()) j["reproduce"] = p.reproduce;
   return j;
 }
@@ -560,6 +582,22 @@ int run(int argc, char** argv) {
   for (const Problem& p : problems)
     fmt::print("  {}: default schedule {}\n", problem_label(p, graphs), p.default_schedule);
   fmt::print("database: {} (user){}\n", user_db, sites.empty() ? std::string() : ", sites " + sites);
+
+  if (o.explain) {  // how dispatch answers now; nothing is tuned or written (DFGNN_TUNE notwithstanding)
+    check(dfgnnSetTuneMode(ctx, DFGNN_TUNE_OFF), "dfgnnSetTuneMode");
+    for (Problem& p : problems) {
+      const LoadedGraph& g = graphs.list[p.graph];
+      const std::string text = read_text(
+          [&](char* b, size_t c, size_t* l) { return dfgnnExplain(ctx, g.graph, &p.op, p.direction, b, c, l); },
+          "dfgnnExplain");
+      p.explain = json::parse(text, nullptr, false);
+      if (!p.explain.is_array()) throw Failure{"dfgnnExplain returned a report that is not a JSON array: " + text};
+      p.status = "explained";
+      fmt::print("\n{}\n{}", problem_label(p, graphs), describe_explain(p.explain, "  "));
+    }
+    write_json(o, graphs, problems, user_db, "not needed (--explain)");
+    return 0;
+  }
 
   int has_device = 0;
   const char* reason = nullptr;

@@ -1,12 +1,25 @@
-// User database over read-only site databases.
+// User database over read-only site databases over the databases shipped with the package.
 #include "tuning_db.hpp"
 
 #include "sqlite_util.hpp"
 
 #include <spdlog/spdlog.h>
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
+
+// Relative paths from the installed library's and tools' directories to <prefix>/share/dfgnn/tuning
+// (CMakeLists.txt computes them from GNUInstallDirs).
+#ifndef DFGNN_LIB_TO_SHIPPED
+#define DFGNN_LIB_TO_SHIPPED "../share/dfgnn/tuning"
+#endif
+#ifndef DFGNN_BIN_TO_SHIPPED
+#define DFGNN_BIN_TO_SHIPPED "../share/dfgnn/tuning"
+#endif
 
 namespace dfgnn::db {
 
@@ -19,12 +32,97 @@ void log_warn(fmt::format_string<Args...> format, Args&&... args) {
   if (auto* l = detail::db_logger()) l->warn(format, std::forward<Args>(args)...);
 }
 
+// A read-only layer's trouble is logged once per process: every context opens its own layers,
+// and an installed file does not change while the process runs.
+template <typename... Args>
+void log_once(spdlog::level::level_enum level, fmt::format_string<Args...> format, Args&&... args) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::string text = fmt::format(format, std::forward<Args>(args)...);
+  {
+    std::lock_guard lock(mutex);
+    if (!said.insert(text).second) return;
+  }
+  if (auto* l = detail::db_logger()) l->log(level, "{}", text);
+}
+
 std::string env_value(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::string(v) : std::string();
 }
 
+std::vector<std::string> split_colons(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(':', start), list.size());
+    if (end > start) out.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// The *.db files of a directory, by name (none if it cannot be read).
+std::vector<fs::path> databases_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".db" && it->is_regular_file(ec)) out.push_back(it->path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The file holding this code: libdfgnn.so, or the executable that links the database statically.
+fs::path code_file() {
+  Dl_info info{};
+  std::error_code ec;
+  if (dladdr(reinterpret_cast<void*>(&LayeredDb::shipped_directory), &info) != 0 && info.dli_fname != nullptr &&
+      *info.dli_fname != '\0') {
+    fs::path p = fs::canonical(info.dli_fname, ec);
+    if (!ec) return p;
+  }
+  fs::path self = fs::canonical("/proc/self/exe", ec);
+  return ec ? fs::path() : self;
+}
+
+// Why a read-only database serves nothing here (empty if some of its results fit this environment).
+struct Foreign {
+  std::string reason;
+  bool stale = false;  // this GPU class, another build
+};
+Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
+  const std::vector<BuildStamp> stamps = db.build_stamps();
+  if (stamps.empty()) return {};  // empty: nothing to skip
+  const std::string here = environment_class(env);
+  const BuildStamp* same_class = nullptr;
+  for (const BuildStamp& s : stamps) {
+    if (s.env_class != here) continue;
+    const bool library = env.library_version.empty() || s.library_version == env.library_version;
+    const bool source = env.template_hash.empty() || s.template_hash == env.template_hash;
+    if (library && source) return {};
+    if (same_class == nullptr) same_class = &s;
+  }
+  if (same_class != nullptr)
+    return {fmt::format("tuned by library {} with kernel source {}, this is library {} with kernel source {} (stale: "
+                        "rebuild it with this version)",
+                        same_class->library_version, same_class->template_hash, env.library_version, env.template_hash),
+            true};
+  std::string classes;
+  for (size_t i = 0; i < stamps.size() && i < 3; ++i) classes += (i ? "; " : "") + stamps[i].env_class;
+  if (stamps.size() > 3) classes += fmt::format("; {} more", stamps.size() - 3);
+  return {fmt::format("tuned for another GPU ({}), this one is {}", classes, here)};
+}
+
 }  // namespace
+
+const char* layer_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::User: return "user";
+    case LayerKind::Site: return "site";
+    case LayerKind::Shipped: return "shipped";
+  }
+  return "unknown";
+}
 
 fs::path LayeredDb::default_user_path() {
   if (std::string dir = env_value("DFGNN_CACHE_DIR"); !dir.empty()) return fs::path(dir) / "tuning.db";
@@ -35,14 +133,70 @@ fs::path LayeredDb::default_user_path() {
 
 std::vector<fs::path> LayeredDb::default_site_paths() {
   std::vector<fs::path> out;
-  const std::string list = env_value("DFGNN_SITE_DB");
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = std::min(list.find(':', start), list.size());
-    if (end > start) out.emplace_back(list.substr(start, end - start));
-    start = end + 1;
-  }
+  for (const std::string& s : split_colons(env_value("DFGNN_SITE_DB"))) out.emplace_back(s);
   return out;
+}
+
+std::vector<fs::path> LayeredDb::shipped_directory_candidates(const fs::path& code_file) {
+  const fs::path dir = code_file.parent_path();
+  return {dir / "data/tuning", dir / "../data/tuning", dir / DFGNN_LIB_TO_SHIPPED, dir / DFGNN_BIN_TO_SHIPPED};
+}
+
+fs::path LayeredDb::shipped_directory() {
+  const fs::path file = code_file();
+  if (file.empty()) return {};
+  for (const fs::path& dir : shipped_directory_candidates(file)) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) return fs::canonical(dir, ec);
+  }
+  return {};
+}
+
+std::vector<fs::path> LayeredDb::default_shipped_paths() {
+  if (const char* v = std::getenv("DFGNN_SHIPPED_DB"); v != nullptr) {
+    const std::string value(v);
+    if (value.empty() || value == "off" || value == "none" || value == "0") return {};
+    std::vector<fs::path> out;
+    for (const std::string& entry : split_colons(value)) {
+      std::error_code ec;
+      if (fs::is_directory(entry, ec)) {
+        for (fs::path& p : databases_in(entry)) out.push_back(std::move(p));
+      } else {
+        out.emplace_back(entry);  // a missing file is reported when it is opened
+      }
+    }
+    return out;
+  }
+  const fs::path dir = shipped_directory();
+  return dir.empty() ? std::vector<fs::path>{} : databases_in(dir);
+}
+
+void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
+                                     const std::optional<EnvironmentInfo>& environment, const TuningDb::Options& db) {
+  LayerInfo info{kind, path, false, {}};
+  const bool shipped = kind == LayerKind::Shipped;
+  try {
+    std::unique_ptr<TuningDb> opened = TuningDb::open_site(path, db);
+    const Foreign foreign = environment ? foreign_reason(*opened, *environment) : Foreign{};
+    info.reason = foreign.reason;
+    if (info.reason.empty()) {
+      info.used = true;
+      (shipped ? shipped_ : sites_).push_back(std::move(opened));
+    } else {
+      // Another GPU class is expected (a database per class); a stale build of this class is not.
+      log_once(foreign.stale ? spdlog::level::warn : spdlog::level::info, "{} tuning database {} skipped: {}", layer_name(kind),
+               path.string(), info.reason);
+    }
+  } catch (const std::exception& e) {
+    info.reason = e.what();
+    open_errors_.push_back(e.what());
+    if (shipped)
+      log_once(spdlog::level::warn, "shipped tuning database skipped (dispatch uses the other layers and the default "
+               "rule): {}", e.what());
+    else
+      log_warn("site database skipped: {}", e.what());
+  }
+  layers_.push_back(std::move(info));
 }
 
 LayeredDb::LayeredDb(Options options) {
@@ -56,45 +210,58 @@ LayeredDb::LayeredDb(Options options) {
       no_user_reason_ = "no user database: none of DFGNN_CACHE_DIR, XDG_CACHE_HOME, HOME is set";
   }
   if (!user_path.empty()) {
+    LayerInfo info{LayerKind::User, user_path, false, {}};
     try {
       user_ = TuningDb::open_user(user_path, options.db);
+      info.used = true;
     } catch (const std::exception& e) {
       no_user_reason_ = std::string("the user database is unusable: ") + e.what();
+      info.reason = e.what();
       open_errors_.push_back(e.what());
       log_warn("{}; tuning results will not be saved", no_user_reason_);
     }
+    layers_.push_back(std::move(info));
   }
   const std::vector<fs::path> sites = options.site_paths ? *options.site_paths : default_site_paths();
-  for (const fs::path& site : sites) {
-    try {
-      sites_.push_back(TuningDb::open_site(site, options.db));
-    } catch (const std::exception& e) {
-      open_errors_.push_back(e.what());
-      log_warn("site database skipped: {}", e.what());
-    }
+  for (const fs::path& site : sites) open_read_only_layer(site, LayerKind::Site, options.environment, options.db);
+  const std::vector<fs::path> shipped = options.shipped_paths ? *options.shipped_paths : default_shipped_paths();
+  for (const fs::path& file : shipped) {
+    // A shipped file also named as a site database is read once, as the site.
+    std::error_code ec;
+    const bool listed = std::any_of(sites.begin(), sites.end(), [&](const fs::path& s) { return fs::equivalent(s, file, ec); });
+    if (!listed) open_read_only_layer(file, LayerKind::Shipped, options.environment, options.db);
   }
 }
 
-namespace {
-
-// Calls f(layer) for the user database, then the sites, until it returns true; a layer that
-// throws is logged and skipped.
 template <typename F>
-void each_layer(TuningDb* user, const std::vector<std::unique_ptr<TuningDb>>& sites, const char* what, F&& f) {
-  auto visit = [&](TuningDb& db) {
+void LayeredDb::each_layer(const char* what, F&& f) {
+  auto visit = [&](TuningDb& db, LayerKind kind) {
+    if (kind != LayerKind::User) {
+      std::lock_guard lock(failed_mutex_);
+      if (std::find(failed_.begin(), failed_.end(), &db) != failed_.end()) return false;
+    }
     try {
-      return f(db);
+      return f(db, kind);
     } catch (const std::exception& e) {
-      log_warn("tuning database {}: {} failed, layer skipped: {}", db.path().string(), what, e.what());
+      if (kind == LayerKind::User) {  // may be transient (busy, a full disk): try again next time
+        log_warn("tuning database {}: {} failed, layer skipped: {}", db.path().string(), what, e.what());
+        return false;
+      }
+      {  // an immutable file that fails once fails again: drop it
+        std::lock_guard lock(failed_mutex_);
+        failed_.push_back(&db);
+      }
+      log_once(spdlog::level::warn, "{} tuning database {} is damaged and no longer read ({} failed): {}",
+               layer_name(kind), db.path().string(), what, e.what());
       return false;
     }
   };
-  if (user != nullptr && visit(*user)) return;
-  for (const auto& site : sites)
-    if (visit(*site)) return;
+  if (user_ != nullptr && visit(*user_, LayerKind::User)) return;
+  for (const auto& site : sites_)
+    if (visit(*site, LayerKind::Site)) return;
+  for (const auto& file : shipped_)
+    if (visit(*file, LayerKind::Shipped)) return;
 }
-
-}  // namespace
 
 std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
                                                   const dfgnn_fingerprint_t& fp) {
@@ -106,8 +273,9 @@ std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current
     return std::nullopt;
   }
   std::optional<TuningResult> found;
-  each_layer(user_.get(), sites_, "lookup", [&](TuningDb& db) {
+  each_layer("lookup", [&](TuningDb& db, LayerKind kind) {
     found = db.find_exact(current, op, hash);
+    if (found) found->layer = layer_name(kind);
     return found.has_value();
   });
   return found;
@@ -116,9 +284,11 @@ std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current
 std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& current, const OpKey& op,
                                                     const std::optional<std::string>& bucket_key) {
   std::map<std::string, TuningResult> by_fingerprint;
-  each_layer(user_.get(), sites_, "candidate search", [&](TuningDb& db) {
-    for (TuningResult& r : db.candidates_for(current, op, bucket_key))
+  each_layer("candidate search", [&](TuningDb& db, LayerKind kind) {
+    for (TuningResult& r : db.candidates_for(current, op, bucket_key)) {
+      r.layer = layer_name(kind);
       by_fingerprint.try_emplace(r.fingerprint_hash, std::move(r));  // a higher layer was first
+    }
     return false;
   });
   std::vector<TuningResult> out;
@@ -130,7 +300,7 @@ std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& curre
 std::optional<ModuleRecord> LayeredDb::get_module(const std::string& key, const std::string& template_hash,
                                                   int32_t nvrtc_version, int32_t arch) {
   std::optional<ModuleRecord> found;
-  each_layer(user_.get(), sites_, "module lookup", [&](TuningDb& db) {
+  each_layer("module lookup", [&](TuningDb& db, LayerKind) {
     found = db.get_module(key, template_hash, nvrtc_version, arch);
     return found.has_value();
   });
@@ -139,7 +309,7 @@ std::optional<ModuleRecord> LayeredDb::get_module(const std::string& key, const 
 
 std::vector<CandidateStat> LayeredDb::pooled_candidates(const TuningResult& row) {
   std::vector<CandidateStat> out;
-  each_layer(user_.get(), sites_, "candidate statistics", [&](TuningDb& db) {
+  each_layer("candidate statistics", [&](TuningDb& db, LayerKind) {
     if (db.path().string() != row.source) return false;
     out = db.pooled_candidates(row.id);
     return true;

@@ -1705,4 +1705,17 @@ DbStats TuningDb::stats() {
   return s;
 }
 
+std::vector<BuildStamp> TuningDb::build_stamps() {
+  std::lock_guard lock(mutex_);
+  std::vector<BuildStamp> out;
+  detail::read_transaction(*conn_, [&] {
+    out.clear();
+    Query q(*conn_,
+            "SELECT env_class, library_version, template_hash, count(*) FROM results "
+            "GROUP BY env_class, library_version, template_hash ORDER BY count(*) DESC, env_class, library_version");
+    while (q.step()) out.push_back({q.text(0), q.text(1), q.text(2), q.i64(3)});
+  });
+  return out;
+}
+
 }  // namespace dfgnn::db

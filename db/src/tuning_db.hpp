@@ -29,8 +29,9 @@
 // - A site database (open_site) is read-only and opened with SQLite's immutable flag: no locks,
 //   no journal, safe on network filesystems. Ship a snapshot made by export_to(), never a live
 //   user file (its un-checkpointed WAL would be ignored).
-// - LayeredDb reads the user database first, then the site databases in priority order; writes
-//   go to the user database only.
+// - LayeredDb reads the user database first, then the site databases in priority order, then the
+//   databases shipped with the package (LayeredDb::default_shipped_paths); writes go to the user
+//   database only.
 //
 // Validation: every row is validated before it is returned (structure, environment class, build
 // stamp, fingerprint text and hash, statistics, then the caller's RowValidator). An invalid row is
@@ -191,6 +192,7 @@ struct TuningResult {
   EnvironmentInfo environment;
   int64_t runs = 0;
   std::string source;  // path of the database that answered
+  std::string layer;   // read through LayeredDb: the kind of that database, "user", "site" or "shipped"
 };
 
 // Validates a row for use: "" if the schedule may be used for the problem, else the reason
@@ -252,6 +254,14 @@ struct MergeReport {
   int64_t modules_added = 0;
   int64_t modules_rejected = 0;  // malformed module rows in the source: skipped, logged
   bool source_empty = false;     // the source had no schema (open_merge_source): nothing merged, logged
+};
+
+// What a database's results were tuned for: one (environment class, build stamp) and its count.
+struct BuildStamp {
+  std::string env_class;
+  std::string library_version;
+  std::string template_hash;
+  int64_t results = 0;
 };
 
 struct DbStats {
@@ -370,6 +380,8 @@ class TuningDb {
   // All results (optionally of one environment class), valid or not, for listing.
   std::vector<ListedResult> list(const std::optional<std::string>& env_class = std::nullopt);
   DbStats stats();
+  // The (environment class, build stamp) pairs of the results, most results first.
+  std::vector<BuildStamp> build_stamps();
   int schema_version() const { return schema_version_; }
 
  private:
@@ -385,7 +397,11 @@ class TuningDb {
 
 // ------------------------------------------------------------------------------------------
 
-// User database over site databases.
+// The kinds of database a LayeredDb reads, in priority order.
+enum class LayerKind { User, Site, Shipped };
+const char* layer_name(LayerKind kind);  // "user", "site", "shipped"
+
+// User database over site databases over the shipped databases (the package's own, read-only).
 class LayeredDb {
  public:
   struct Options {
@@ -393,6 +409,12 @@ class LayeredDb {
     std::optional<std::filesystem::path> user_path;
     // nullopt: default_site_paths(); highest priority first.
     std::optional<std::vector<std::filesystem::path>> site_paths;
+    // nullopt: default_shipped_paths(); the lowest layers, after every site database.
+    std::optional<std::vector<std::filesystem::path>> shipped_paths;
+    // Given: a site or shipped database none of whose results are of this environment's class and
+    // build stamp (another GPU, another library version or kernel source) is skipped with one
+    // logged line saying what it was tuned for. Unknown (no GPU): every readable layer is kept.
+    std::optional<EnvironmentInfo> environment;
     TuningDb::Options db;  // validator, policy, timeouts for every layer
   };
 
@@ -401,18 +423,43 @@ class LayeredDb {
   static std::filesystem::path default_user_path();
   // $DFGNN_SITE_DB split at ':' (empty entries ignored); empty if unset.
   static std::vector<std::filesystem::path> default_site_paths();
+  // The shipped databases. $DFGNN_SHIPPED_DB set: "off" (or "none", "0", "") for none, else
+  // ':'-separated files or directories (a directory stands for its *.db files, by name). Unset:
+  // the *.db files of shipped_directory(), by name.
+  static std::vector<std::filesystem::path> default_shipped_paths();
+  // Where the installed package keeps its shipped databases: the first existing directory of
+  // shipped_directory_candidates(the file holding this code: libdfgnn.so, or a tool linked
+  // statically), or empty.
+  static std::filesystem::path shipped_directory();
+  // Relative to the directory D of code_file: D/data/tuning (the Python package, where libdfgnn
+  // sits in site-packages/dfgnn/), D/../data/tuning (its tools in dfgnn/bin/), then the CMake
+  // install's <prefix>/share/dfgnn/tuning as seen from the library directory and from the bin
+  // directory (relative paths from GNUInstallDirs, compiled in).
+  static std::vector<std::filesystem::path> shipped_directory_candidates(const std::filesystem::path& code_file);
 
   // Opens every layer; never throws for a layer that cannot be opened: it is left out, logged
-  // (warn) and its error recorded in open_errors().
+  // (warn; a shipped database once per process) and its error recorded in open_errors().
   explicit LayeredDb(Options options);
   LayeredDb() : LayeredDb(Options()) {}
 
   TuningDb* user() { return user_.get(); }  // null when there is no usable user database
   const std::vector<std::unique_ptr<TuningDb>>& sites() const { return sites_; }
+  const std::vector<std::unique_ptr<TuningDb>>& shipped() const { return shipped_; }
   const std::vector<std::string>& open_errors() const { return open_errors_; }
 
-  // Reads: the user database first, then the sites in order; the first valid answer wins. A
-  // layer that fails (e.g. corrupted pages) is logged and skipped. Never throw.
+  // Every layer that was asked for, in priority order, and whether it is read.
+  struct LayerInfo {
+    LayerKind kind = LayerKind::Site;
+    std::filesystem::path path;
+    bool used = false;
+    std::string reason;  // why not used: open error, tuned for another GPU or build
+  };
+  const std::vector<LayerInfo>& layers() const { return layers_; }
+
+  // Reads: the user database first, then the sites in order, then the shipped databases; the
+  // first valid answer wins. A layer that fails (e.g. corrupted pages) is logged and skipped; a
+  // read-only layer that fails is dropped for the rest of this object's life (logged once). Rows
+  // come with `layer` set. Never throw.
   std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
                                          const dfgnn_fingerprint_t& fp);
   // Union over layers; for a fingerprint present in several layers the higher layer's row wins.
@@ -429,10 +476,20 @@ class LayeredDb {
   void put_module(const ModuleRecord& module);
 
  private:
+  // Calls f(db, kind) for each readable layer in priority order until it returns true.
+  template <typename F>
+  void each_layer(const char* what, F&& f);
+  void open_read_only_layer(const std::filesystem::path& path, LayerKind kind,
+                            const std::optional<EnvironmentInfo>& environment, const TuningDb::Options& db);
+
   std::unique_ptr<TuningDb> user_;
   std::vector<std::unique_ptr<TuningDb>> sites_;
+  std::vector<std::unique_ptr<TuningDb>> shipped_;
+  std::vector<LayerInfo> layers_;
   std::vector<std::string> open_errors_;
   std::string no_user_reason_;
+  std::mutex failed_mutex_;
+  std::vector<const TuningDb*> failed_;  // read-only layers dropped after a failing read
 };
 
 }  // namespace dfgnn::db

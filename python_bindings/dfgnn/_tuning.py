@@ -28,8 +28,9 @@ def set_database(user=None, sites=None, context=None):
     """The tuning database layers of a context. ``user``: the writable database file (None: the
     default, $DFGNN_CACHE_DIR/tuning.db, else $XDG_CACHE_HOME/dfgnn/tuning.db, else
     ~/.cache/dfgnn/tuning.db; "": none). ``sites``: read-only databases, highest priority first,
-    a list or a ':'-separated string (None: $DFGNN_SITE_DB; "" or []: none). An unusable file is
-    logged and skipped."""
+    a list or a ':'-separated string (None: $DFGNN_SITE_DB; "" or []: none). Below them the
+    shipped databases (the package's ``data/tuning/*.db``, or $DFGNN_SHIPPED_DB; "off": none). An
+    unusable file, or a site or shipped database of another GPU or build, is logged and skipped."""
     if user is not None:
         user = os.fspath(user)
     if sites is not None and not isinstance(sites, str):
@@ -47,6 +48,14 @@ def tune(graph, op, direction="forward", budget_seconds=20.0, *, context=None):
 
 
 def explain(graph, op, direction="forward", *, context=None):
-    """How dispatch answers for an op direction: a list with one dict per pass (level "cache",
-    "exact", "nearest", "tuned" or "default", the schedule, and the database row's statistics)."""
+    """How dispatch answers for an op direction: a list with one dict per pass.
+
+    ``level`` is the level that answered this call ("cache" once the context answered before,
+    else "exact", "nearest", "tuned" or "default"); ``origin`` the level that answered first, kept
+    with the cached answer, and ``cached`` whether this call came from memory. ``layer`` names the
+    database of an exact, nearest or tuned answer ("user", "site" or "shipped": the database
+    installed with the package) and ``source`` its file; a nearest answer has ``distance``,
+    ``radius``, ``neighbours`` and ``neighbour`` (the nearest tuned graph's fingerprint hash,
+    bucket key, nodes and edges), a default one its ``rule``. ``origin_detail`` says it in one
+    line. Also: the schedule and the database row's statistics."""
     return json.loads(_dfgnn.explain(_context(context), graph._h, op, as_direction(direction)))

@@ -493,13 +493,21 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
       nlohmann::ordered_json j;
       j["pass"] = pass_name(pass);
       j["level"] = level_name(d.level);
-      if (d.level == DispatchLevel::Cache) j["origin"] = level_name(d.origin);
+      j["origin"] = level_name(d.origin);  // what answered first, also once cached
+      j["cached"] = d.cached();            // served from this context's memory now
       if (d.bucket) j["from_bucket"] = true;  // answered for another graph of the same fingerprint bucket
       j["schedule"] = to_string(d.schedule);
+      j["origin_detail"] = describe_origin(d);
+      if (!d.layer.empty()) j["layer"] = d.layer;  // "user", "site" or "shipped"
       if (d.origin == DispatchLevel::Nearest) {
         j["distance"] = d.distance;
+        j["radius"] = d.radius;
         j["neighbours"] = d.neighbours;  // tuned graphs that voted; the row below is the nearest one's
+        if (d.row)
+          j["neighbour"] = {{"fingerprint_hash", d.row->fingerprint_hash}, {"bucket_key", d.row->bucket_key},
+                            {"nodes", d.row->fingerprint.num_nodes}, {"edges", d.row->fingerprint.num_edges}};
       }
+      if (d.origin == DispatchLevel::Default) j["rule"] = d.rule;
       if (d.row) {
         j["median_ms"] = d.row->stats.median_ms;
         j["samples"] = d.row->stats.count;

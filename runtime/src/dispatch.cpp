@@ -75,6 +75,34 @@ const char* level_name(DispatchLevel level) {
   return "unknown";
 }
 
+std::string default_rule_name(const PassProblem&) { return "built-in rule"; }
+
+namespace {
+
+std::string describe_first_answer(const Decision& d) {
+  const std::string from =
+      d.row ? fmt::format(" of the {} database {}", d.layer, d.row->source) : std::string();
+  switch (d.origin) {
+    case DispatchLevel::Exact: return "exact hit" + from;
+    case DispatchLevel::Nearest:
+      if (!d.row) break;
+      return fmt::format("nearest tuned graph {} ({} nodes, {} edges) at distance {:.3g} within radius {:g}{}",
+                         d.row->fingerprint_hash, d.row->fingerprint.num_nodes, d.row->fingerprint.num_edges,
+                         d.distance, d.radius, from);
+    case DispatchLevel::Tuned: return "tuned on a miss, stored in the user database";
+    case DispatchLevel::Default: return "default rule: " + d.rule;
+    case DispatchLevel::Cache: break;
+  }
+  return level_name(d.origin);
+}
+
+}  // namespace
+
+std::string describe_origin(const Decision& d) {
+  const std::string text = describe_first_answer(d);
+  return d.bucket ? text + ", given to an earlier graph of the same fingerprint bucket" : text;
+}
+
 void register_tuning_hook(std::shared_ptr<TuningHook> hook) {
   std::lock_guard lock(hook_mutex);
   registered_hook = std::move(hook);
@@ -138,9 +166,15 @@ std::shared_ptr<db::LayeredDb> Dispatcher::database() {
     options.user_path = user_path_;
     options.site_paths = site_paths_;
     options.db.validator = row_problem;
+    // With the GPU's identity known, site and shipped databases of another GPU or build are
+    // skipped at open (one logged line each) rather than missing on every lookup.
     try {
-      db_ = std::make_shared<db::LayeredDb>(options);
-      for (const std::string& e : db_->open_errors()) log().warn("tuning database: {}", e);
+      if (env_ || device_status().available) options.environment = environment_locked();
+    } catch (const std::exception& e) {
+      log().debug("tuning database layers opened without the GPU's identity: {}", e.what());
+    }
+    try {
+      db_ = std::make_shared<db::LayeredDb>(options);  // it logs each layer it cannot use, once
     } catch (const std::exception& e) {
       log().warn("tuning database unavailable, dispatch uses the default rule: {}", e.what());
       db_.reset();
@@ -151,6 +185,10 @@ std::shared_ptr<db::LayeredDb> Dispatcher::database() {
 
 const db::EnvironmentInfo& Dispatcher::environment() {
   std::lock_guard lock(mutex_);
+  return environment_locked();
+}
+
+const db::EnvironmentInfo& Dispatcher::environment_locked() {
   if (!env_) {
     require_device("reading the GPU's identity");
     int device = 0;
@@ -182,6 +220,8 @@ bool Dispatcher::environment_known() {
 void Dispatcher::set_environment(db::EnvironmentInfo env) {
   std::lock_guard lock(mutex_);
   env_ = std::move(env);
+  db_.reset();  // reopened for this environment
+  db_opened_ = false;
   forget_locked();
 }
 
@@ -231,6 +271,7 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
     Decision d;
     if (usable(*row, d.schedule)) {
       d.level = d.origin = DispatchLevel::Exact;
+      d.layer = row->layer;
       d.row = std::move(row);
       return d;
     }
@@ -272,6 +313,7 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
   Decision d;
   d.level = d.origin = DispatchLevel::Nearest;
   d.distance = neighbours.front().distance;
+  d.radius = radius;
   const std::map<std::string, double> nearest = slowdowns(neighbours.front().row);
   std::map<std::string, std::pair<double, double>> votes;  // eligible schedule -> (sum of w * slowdown, sum of w)
   votes[neighbours.front().row.schedule];                   // the stored winner is always eligible
@@ -302,6 +344,7 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
     db::TuningResult probe = neighbours.front().row;
     probe.schedule = text;
     if (usable(probe, d.schedule)) {
+      d.layer = neighbours.front().row.layer;
       d.row = std::move(neighbours.front().row);
       return d;
     }
@@ -350,6 +393,7 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
           found = Decision{};
           found->schedule = *tuned;
           found->level = found->origin = DispatchLevel::Tuned;
+          found->layer = db::layer_name(db::LayerKind::User);  // the tuner stores its winner there
         }
       }
     }
@@ -358,6 +402,7 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   if (!found) {
     d.schedule = default_schedule(problem);
     d.level = d.origin = DispatchLevel::Default;
+    d.rule = default_rule_name(problem);
   }
   std::lock_guard lock(mutex_);
   // A database change or tuning while deciding retires this answer: it is returned, not remembered.

@@ -1,6 +1,9 @@
 // Dispatch: which schedule a pass runs when the caller does not force one.
 //   in-process cache -> exact database hit -> nearest tuned fingerprint (same GPU class, within a
 //   distance threshold) -> tuning on a miss (if enabled) -> the solvers' default rule.
+// The databases are layered: user over site ($DFGNN_SITE_DB) over shipped (the package's own,
+// db::LayeredDb::default_shipped_paths). A cached decision keeps its origin: which level first
+// answered, from which layer, which neighbour or which rule.
 // Every database row is validated (schedule parses, solver known, valid for this problem) before
 // use; an unusable database is logged and dispatch falls back to the default rule.
 #pragma once
@@ -31,13 +34,25 @@ const char* level_name(DispatchLevel level);
 
 struct Decision {
   Schedule schedule;
-  DispatchLevel level = DispatchLevel::Default;  // which level answered (Cache: an earlier answer)
-  DispatchLevel origin = DispatchLevel::Default;  // the level that first produced it
-  double distance = 0;                          // Nearest: fingerprint distance to the nearest tuned graph
-  int neighbours = 0;                           // Nearest: tuned graphs that voted
-  std::optional<db::TuningResult> row;          // Exact / Nearest / Tuned: the database row used
+  DispatchLevel level = DispatchLevel::Default;   // which level answered this call (Cache: an earlier answer)
+  DispatchLevel origin = DispatchLevel::Default;  // the level that first produced it, kept in the cache
+  bool cached() const { return level == DispatchLevel::Cache; }
+  // Where the origin's answer came from.
+  std::string layer;      // Exact / Nearest: the database layer of the row ("user", "site", "shipped"); Tuned: "user"
+  double distance = 0;    // Nearest: fingerprint distance to the nearest tuned graph (the row below)
+  double radius = 0;      // Nearest: the radius it lies within (max_distance at the time)
+  int neighbours = 0;     // Nearest: tuned graphs that voted
+  std::string rule;       // Default: which rule answered (default_rule_name)
+  std::optional<db::TuningResult> row;  // Exact / Nearest: the database row used
   bool bucket = false;  // Cache: the answer came from another graph of the same fingerprint bucket
 };
+
+// The name explain gives the default rule's answer for a problem (the hook where a fitted rule
+// names its leaf).
+std::string default_rule_name(const PassProblem& problem);
+// One line saying where a decision's answer came from, e.g. "exact hit of the shipped database
+// /usr/share/dfgnn/tuning/sm90.db" (explain's "origin_detail").
+std::string describe_origin(const Decision& d);
 
 // Tuning on a dispatch miss: runtime owns this interface, the tuner implements and registers it
 // (runtime never includes the tuner).
@@ -83,7 +98,8 @@ class Dispatcher {
   // The layered database (opened on first use), or null when none could be opened. Shared, so a
   // lookup in flight keeps it alive through a concurrent set_database.
   std::shared_ptr<db::LayeredDb> database();
-  // This process's GPU and build (needs a device); tests may inject one.
+  // This process's GPU and build (needs a device); tests may inject one (the layers are then
+  // reopened, so that site and shipped databases of another GPU or build are skipped).
   const db::EnvironmentInfo& environment();
   void set_environment(db::EnvironmentInfo env);
   // An environment was injected or a device can report one (else only the default rule applies).
@@ -101,6 +117,7 @@ class Dispatcher {
 
  private:
   std::optional<Decision> from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
+  const db::EnvironmentInfo& environment_locked();
 
   void forget_locked();
   std::unordered_map<std::string, Decision>::iterator remember(const std::string& key, const Decision& d);

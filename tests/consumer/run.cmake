@@ -27,3 +27,25 @@ foreach(tool IN LISTS tools)
   endif()
   message(STATUS "installed ${tool} --help: ok")
 endforeach()
+
+# The shipped tuning databases are found beside the installed tools and library: a damaged one put
+# into <prefix>/<datadir>/dfgnn/tuning is reported by dfgnn-db layers (the tool's own code) and by
+# dfgnn-tune --explain (libdfgnn's), each in one line, and changes nothing else.
+set(shipped ${WORK_DIR}/prefix/${CMAKE_INSTALL_DATADIR}/dfgnn/tuning)
+file(WRITE ${shipped}/zz-damaged.db "this is not an SQLite database, but long enough to be read as one ............")
+set(bin ${WORK_DIR}/prefix/${CMAKE_INSTALL_BINDIR})
+execute_process(COMMAND env -i PATH=/usr/bin:/bin ${bin}/dfgnn-db --db ${WORK_DIR}/none.db layers
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT out MATCHES "shipped databases: installed in [^\n]*/dfgnn/tuning"
+   OR NOT out MATCHES "shipped  [^\n]*/zz-damaged.db: UNUSABLE")
+  message(FATAL_ERROR "installed dfgnn-db layers did not find the shipped directory (exit ${rc}):\n${out}\n${err}")
+endif()
+execute_process(COMMAND env -i PATH=/usr/bin:/bin ${bin}/dfgnn-tune --explain --rmat 6 --db ${WORK_DIR}/explain.db
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REGEX MATCHALL "shipped tuning database skipped[^\n]*zz-damaged.db" warnings "${err}")
+list(LENGTH warnings count)
+if(NOT rc EQUAL 0 OR NOT count EQUAL 1)
+  message(FATAL_ERROR "installed libdfgnn did not report the damaged shipped database once (exit ${rc}):\n${out}\n${err}")
+endif()
+file(REMOVE ${shipped}/zz-damaged.db)
+message(STATUS "shipped databases found beside the installed tools and library: ok")

@@ -584,4 +584,67 @@ TEST(Cli, DbMergeOnAFullDiskCommitsNothing) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: exit code, 2: message, 4: runs were committed (see above)";
 }
 
+// ------------------------------------------------------------------ origin and the shipped layer
+
+// dfgnn-tune --explain tunes nothing and says, per pass, what answers and why (without a GPU: the
+// default rule, named).
+TEST(Cli, TuneExplainNamesTheOrigin) {
+  TempDir dir;
+  const std::string cora = std::string(DFGNN_SOURCE_DIR) + "/data/cora";
+  const Result r = tune(quote(cora) + " --model gat --direction both --explain --db " + quote(dir / "t.db") +
+                        " --json " + quote(dir / "report.json"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::ifstream in(dir / "report.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc.at("problems").size(), 2u);
+  const nlohmann::json& backward = doc["problems"][1].at("explain");
+  ASSERT_EQ(backward.size(), 2u);  // row and column pass
+  auto ctx = make_context();
+  int has = 0;
+  DFGNN_ASSERT_OK(dfgnnHasDevice(ctx.get(), &has, nullptr));
+  if (!has) {  // without a GPU dispatch reads no database: the default rule answers
+    for (const nlohmann::json& pass : backward) {
+      EXPECT_EQ(pass.at("origin"), "default") << pass;
+      EXPECT_EQ(pass.at("rule"), "built-in rule") << pass;
+    }
+    EXPECT_EQ(count_of(r.output, "default rule: built-in rule"), 3) << r.output;
+    EXPECT_TRUE(contains(r.output, ": default, cached -> ")) << r.output;
+  }
+  EXPECT_EQ(doc["problems"][0].at("status"), "explained");
+}
+
+// dfgnn-db layers shows every layer with its status; --shipped reads the shipped databases.
+TEST(Cli, DbLayersAndShipped) {
+  TempDir dir;
+  put(dir / "src.db", 1, kValid, kOther);
+  fs::create_directories(dir.path / "tuning");
+  ASSERT_EQ(db("--db " + quote(dir / "src.db") + " export " + quote(dir / "tuning/sm90.db")).code, 0);
+  {
+    std::ofstream f(dir / "tuning/broken.db");
+    f << std::string(4096, 'x');
+  }
+  const std::string shipped = "export DFGNN_SHIPPED_DB=" + quote(dir / "tuning") + ";";
+  Result r = run_tool(DFGNN_DB_EXE, "--db " + quote(dir / "user.db") + " layers", shipped);
+  EXPECT_EQ(r.code, 1) << r.output;  // broken.db cannot be read
+  EXPECT_TRUE(contains(r.output, "shipped databases: DFGNN_SHIPPED_DB=")) << r.output;
+  EXPECT_TRUE(contains(r.output, "user     " + (dir / "user.db") + ": absent")) << r.output;
+  EXPECT_TRUE(contains(r.output, "shipped  " + (dir / "tuning/sm90.db") + ": ok (read-only)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "shipped  " + (dir / "tuning/broken.db") + ": UNUSABLE: ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 result(s) for Test GPU|sm_90|132, library")) << r.output;
+  EXPECT_TRUE(contains(r.output, "(another build: not used by this one)")) << r.output;  // the test's template hash
+  EXPECT_FALSE(fs::exists(dir / "user.db"));  // a read command creates nothing
+  fs::remove(dir / "tuning/broken.db");
+  r = run_tool(DFGNN_DB_EXE, "--shipped list", shipped);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, kValid)) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 result(s)")) << r.output;
+  r = run_tool(DFGNN_DB_EXE, "--db " + quote(dir / "user.db") + " layers", "export DFGNN_SHIPPED_DB=off;");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "shipped  (none)")) << r.output;
+  r = run_tool(DFGNN_DB_EXE, "--shipped stats", "export DFGNN_SHIPPED_DB=off;");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnn-db: --shipped: no shipped databases")) << r.output;
+  EXPECT_EQ(db("--shipped --db " + quote(dir / "src.db") + " export " + quote(dir / "x.db")).code, 2);
+}
+
 #endif  // DFGNN_TUNE_EXE && DFGNN_DB_EXE

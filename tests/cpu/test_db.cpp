@@ -9,6 +9,8 @@
 #include "sqlite_util.hpp"
 #include "tuning_db.hpp"
 
+#include <spdlog/sinks/ostream_sink.h>
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -1168,6 +1170,129 @@ TEST(LayeredDb, DefaultPathsFromEnvironment) {
   EXPECT_EQ(LayeredDb::default_site_paths(), (std::vector<fs::path>{"/a/site.db", "/b/site.db"}));
   env.set("DFGNN_SITE_DB", nullptr);
   EXPECT_TRUE(LayeredDb::default_site_paths().empty());
+}
+
+// The shipped layer: DFGNN_SHIPPED_DB names files or directories (their *.db files, by name) or
+// switches it off; unset, the package's directory beside the library is searched.
+TEST(LayeredDb, ShippedPathsFromEnvironmentAndInstallLayout) {
+  TempDir dir;
+  fs::create_directories(dir / "tuning");
+  write_bytes(dir / "tuning/sm90.db", "x");
+  write_bytes(dir / "tuning/sm80.db", "x");
+  write_bytes(dir / "tuning/README.md", "x");
+  ScopedEnv env;
+  env.set("DFGNN_SHIPPED_DB", (dir / "tuning").c_str());
+  EXPECT_EQ(LayeredDb::default_shipped_paths(), (std::vector<fs::path>{dir / "tuning/sm80.db", dir / "tuning/sm90.db"}));
+  env.set("DFGNN_SHIPPED_DB", ((dir / "a.db").string() + "::" + (dir / "tuning").string()).c_str());
+  EXPECT_EQ(LayeredDb::default_shipped_paths(),
+            (std::vector<fs::path>{dir / "a.db", dir / "tuning/sm80.db", dir / "tuning/sm90.db"}));
+  for (const char* off : {"off", "none", "0", ""}) {
+    env.set("DFGNN_SHIPPED_DB", off);
+    EXPECT_TRUE(LayeredDb::default_shipped_paths().empty()) << off;
+  }
+  // Python package: site-packages/dfgnn/libdfgnn.so -> dfgnn/data/tuning; its tools in dfgnn/bin.
+  const auto wheel = LayeredDb::shipped_directory_candidates("/sp/dfgnn/libdfgnn.so.0");
+  EXPECT_EQ(wheel.at(0), fs::path("/sp/dfgnn/data/tuning"));
+  EXPECT_EQ(LayeredDb::shipped_directory_candidates("/sp/dfgnn/bin/dfgnn-db").at(1).lexically_normal(),
+            fs::path("/sp/dfgnn/data/tuning"));
+  // CMake install: <prefix>/lib/libdfgnn.so and <prefix>/bin/dfgnn-db -> <prefix>/share/dfgnn/tuning.
+  const auto lib = LayeredDb::shipped_directory_candidates("/opt/dfgnn/lib/libdfgnn.so");
+  EXPECT_NE(std::find_if(lib.begin(), lib.end(),
+                         [](const fs::path& p) { return p.lexically_normal() == "/opt/dfgnn/share/dfgnn/tuning"; }),
+            lib.end());
+  // Unset here (the test binary's directory has no such layout): nothing.
+  env.set("DFGNN_SHIPPED_DB", nullptr);
+  EXPECT_TRUE(LayeredDb::shipped_directory().empty()) << LayeredDb::shipped_directory();
+  EXPECT_TRUE(LayeredDb::default_shipped_paths().empty());
+}
+
+// Shipped databases are read after the sites; rows say which layer answered; a site or shipped
+// database built for another GPU class or build is left out when the environment is known.
+TEST(LayeredDb, ShippedBelowSitesAndForeignLayersSkipped) {
+  TempDir dir;
+  {
+    auto s = TuningDb::open_user(dir / "site-src.db");
+    s->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    s->export_to(dir / "site.db");
+    auto p = TuningDb::open_user(dir / "shipped-src.db");
+    p->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+    p->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+    p->export_to(dir / "shipped.db");
+    EXPECT_EQ(p->build_stamps().size(), 1u);
+    EXPECT_EQ(p->build_stamps().at(0).results, 2);
+    EXPECT_EQ(p->build_stamps().at(0).env_class, dfgnn::db::environment_class(h200()));
+  }
+  LayeredDb::Options o;
+  o.user_path = fs::path();
+  o.site_paths = std::vector<fs::path>{dir / "site.db"};
+  o.shipped_paths = std::vector<fs::path>{dir / "shipped.db", dir / "site.db"};  // the site is read once
+  {
+    LayeredDb layered(o);
+    ASSERT_EQ(layered.layers().size(), 2u);
+    EXPECT_EQ(layered.layers()[1].kind, dfgnn::db::LayerKind::Shipped);
+    EXPECT_TRUE(layered.layers()[1].used);
+    const auto r1 = layered.find_exact(h200(), op_gat(), make_fp(1));
+    EXPECT_EQ(r1->layer, "site");
+    EXPECT_EQ(r1->schedule, sched(4));
+    const auto r2 = layered.find_exact(h200(), op_gat(), make_fp(2));
+    EXPECT_EQ(r2->layer, "shipped");
+    EXPECT_EQ(r2->source, (dir / "shipped.db").string());
+    for (const TuningResult& r : layered.candidates_for(h200(), op_gat()))
+      EXPECT_EQ(r.layer, r.fingerprint_hash == dfgnn::db::fingerprint_hash(make_fp(1)) ? "site" : "shipped");
+  }
+  dfgnn::db::EnvironmentInfo other = h200();
+  other.gpu_name = "NVIDIA A100";
+  o.environment = other;
+  LayeredDb foreign(o);
+  ASSERT_EQ(foreign.layers().size(), 2u);
+  for (const auto& l : foreign.layers()) {
+    EXPECT_FALSE(l.used);
+    EXPECT_TRUE(contains(l.reason, "tuned for another GPU")) << l.reason;
+  }
+  EXPECT_TRUE(foreign.shipped().empty());
+  EXPECT_TRUE(foreign.open_errors().empty());  // not an error: a database for another GPU
+}
+
+// A shipped file that opens but fails on reading (damaged pages) is dropped after the first failing
+// read, with one warning however many lookups follow; the file is left as it was.
+TEST(LayeredDb, DamagedShippedPagesWarnOnceAndAreDropped) {
+  TempDir dir;
+  {
+    auto s = TuningDb::open_user(dir / "src.db");
+    for (int k = 1; k <= 40; ++k) s->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    s->export_to(dir / "shipped.db");
+  }
+  std::string bytes = read_bytes(dir / "shipped.db");
+  const size_t page = 4096;
+  ASSERT_GT(bytes.size(), 4 * page);
+  for (size_t i = page; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5 ^ (i * 131));  // all but page 1
+  write_bytes(dir / "shipped.db", bytes);
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  auto* logger = dfgnn::db::detail::db_logger();
+  logger->sinks().push_back(sink);
+  LayeredDb::Options o;
+  o.user_path = fs::path();
+  o.site_paths = std::vector<fs::path>{};
+  o.shipped_paths = std::vector<fs::path>{dir / "shipped.db"};
+  std::optional<LayeredDb> layered;
+  try {
+    layered.emplace(o);
+  } catch (...) {
+    ADD_FAILURE() << "LayeredDb threw";
+  }
+  for (int k = 1; k <= 3; ++k) {
+    EXPECT_FALSE(layered->find_exact(h200(), op_gat(), make_fp(k)));
+    EXPECT_TRUE(layered->candidates_for(h200(), op_gat()).empty());
+  }
+  logger->sinks().pop_back();
+  const std::string text = captured.str();
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  EXPECT_EQ(lines, 1) << text;
+  EXPECT_TRUE(contains(text, "shipped")) << text;
+  EXPECT_TRUE(contains(text, (dir / "shipped.db").string())) << text;
+  EXPECT_EQ(read_bytes(dir / "shipped.db"), bytes);
 }
 
 TEST(LayeredDb, UserOverSitesWritesToUserOnly) {

@@ -5,14 +5,20 @@
 
 #include "dispatch.hpp"
 #include "handles.hpp"
+#include "logging.hpp"
 #include "nvrtc.hpp"
 #include "schedule.hpp"
 #include "tuning_db.hpp"
 
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -316,4 +322,251 @@ TEST(Dispatch, KeyBitsPackBothFacts) {
   const dfgnn::KeyBits bits = dfgnn::unpack_key_bits(18);
   EXPECT_EQ(bits.max_vec, 2);
   EXPECT_EQ(bits.edge_features, 1);
+}
+
+// ------------------------------------------------------------------ origin (issue 14 item 5)
+
+namespace {
+
+// Sets (or unsets, nullptr) environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  void set(const char* name, const char* value) {
+    if (saved_.find(name) == saved_.end()) {
+      const char* old = std::getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_)
+      if (value) ::setenv(name.c_str(), value->c_str(), 1);
+      else ::unsetenv(name.c_str());
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// Captures the "dfgnn" logger's lines (at `level` and above) while alive.
+class LogCapture {
+ public:
+  explicit LogCapture(spdlog::level::level_enum level = spdlog::level::info)
+      : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)), old_(dfgnn::log().level()) {
+    dfgnn::log().set_level(level);
+    dfgnn::log().sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = dfgnn::log().sinks();
+    sinks.erase(std::find(sinks.begin(), sinks.end(), sink_));
+    dfgnn::log().set_level(old_);
+  }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  spdlog::level::level_enum old_;
+};
+
+int occurrences(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t pos = text.find(part); pos != std::string::npos; pos = text.find(part, pos + 1)) ++n;
+  return n;
+}
+
+// A read-only snapshot (as dfgnn-db export writes) of a database holding `winner` for graph g.
+void make_snapshot(const fs::path& out, const fs::path& scratch, dfgnn_graph_t g, const std::string& winner,
+                   const std::string& default_text) {
+  store_winner(scratch, g, kOp, winner, default_text);
+  dfgnn::db::TuningDb::open_user(scratch)->export_to(out);
+}
+
+// A context on an empty user database and no site databases (the shipped layer as the
+// environment says), dispatching as if on the test environment.
+ContextPtr context_with_sites(const fs::path& user, const std::string& sites) {
+  dfgnn_context_t raw = nullptr;
+  EXPECT_EQ(dfgnnCreate(&raw), DFGNN_STATUS_SUCCESS);
+  EXPECT_EQ(dfgnnSetDatabase(raw, user.c_str(), sites.c_str()), DFGNN_STATUS_SUCCESS);
+  dfgnn::context_of(raw).dispatcher.set_environment(test_environment());
+  return ContextPtr(raw);
+}
+
+}  // namespace
+
+// The origin of an exact hit names the layer and file, and survives the in-process cache.
+TEST(DispatchOrigin, ExactHitNamesItsLayerAlsoWhenCached) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto g = hub_graph(ctx.get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  store_winner(dir.path / "user.db", g.get(), kOp, kWinner, default_text);
+  EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), kWinner);  // dispatched once: now cached
+  for (int call = 0; call < 2; ++call) {
+    const nlohmann::json e = explain(ctx.get(), g.get(), kOp);
+    EXPECT_EQ(e.at("level"), "cache");
+    EXPECT_EQ(e.at("cached"), true);
+    EXPECT_EQ(e.at("origin"), "exact");
+    EXPECT_EQ(e.at("layer"), "user");
+    EXPECT_EQ(e.at("source"), (dir.path / "user.db").string());
+    EXPECT_EQ(e.at("origin_detail"), "exact hit of the user database " + (dir.path / "user.db").string());
+    EXPECT_FALSE(e.contains("rule"));
+  }
+}
+
+// The shipped database is the lowest layer: it answers a fresh context when nothing above it does,
+// a site database's row for the same graph wins over it, and explain names which one answered.
+TEST(DispatchOrigin, ShippedDatabaseIsTheLowestLayer) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  const std::string site_winner = "subwarp:lanes=32,groups=4,team=1,vec=4,mid=0,threshold=0,chunk=0";
+  fs::create_directories(dir.path / "share");
+  const fs::path shipped = dir.path / "share/sm90.db";
+  make_snapshot(shipped, dir.path / "shipped-src.db", g.get(), kWinner, default_text);
+  make_snapshot(dir.path / "site.db", dir.path / "site-src.db", g.get(), site_winner, default_text);
+  ScopedEnv env;
+  env.set("DFGNN_SHIPPED_DB", (dir.path / "share").c_str());  // a directory: its *.db files
+  {
+    auto ctx = context_with_sites(dir.path / "user.db", "");
+    const nlohmann::json e = explain(ctx.get(), g.get(), kOp);
+    EXPECT_EQ(e.at("origin"), "exact");
+    EXPECT_EQ(e.at("layer"), "shipped");
+    EXPECT_EQ(e.at("source"), shipped.string());
+    EXPECT_EQ(e.at("schedule"), kWinner);
+    EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), kWinner);
+    // A similar graph of the same fingerprint bucket takes that answer from the bucket cache, and
+    // says so; a fresh context finds its nearest neighbour in the shipped layer.
+    auto similar = hub_graph(ctx.get(), 2);
+    const nlohmann::json b = explain(ctx.get(), similar.get(), kOp);
+    EXPECT_EQ(b.at("origin"), "exact");
+    EXPECT_EQ(b.at("from_bucket"), true);
+    EXPECT_NE(b.at("origin_detail").get<std::string>().find("earlier graph of the same fingerprint bucket"),
+              std::string::npos);
+    auto fresh = context_with_sites(dir.path / "user.db", "");
+    const nlohmann::json n = explain(fresh.get(), similar.get(), kOp);
+    EXPECT_EQ(n.at("origin"), "nearest");
+    EXPECT_EQ(n.at("layer"), "shipped");
+    EXPECT_FALSE(n.contains("from_bucket"));
+  }
+  {
+    auto ctx = context_with_sites(dir.path / "user.db", (dir.path / "site.db").string());
+    const nlohmann::json e = explain(ctx.get(), g.get(), kOp);
+    EXPECT_EQ(e.at("layer"), "site");
+    EXPECT_EQ(e.at("schedule"), site_winner);
+  }
+  env.set("DFGNN_SHIPPED_DB", "off");  // switched off: nothing answers
+  auto ctx = context_with_sites(dir.path / "user.db", "");
+  EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default");
+}
+
+// A nearest answer names the neighbour (its fingerprint hash and size), the distance and the radius.
+TEST(DispatchOrigin, NearestNamesTheNeighbour) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto tuned = hub_graph(ctx.get(), 1);
+  auto similar = hub_graph(ctx.get(), 2);
+  store_winner(dir.path / "user.db", tuned.get(), kOp, kWinner, schedule_of(make_context().get(), tuned.get(), kOp));
+  dfgnn::context_of(ctx.get()).dispatcher.set_max_distance(1.5);
+  const dfgnn_fingerprint_t a = fingerprint_of(tuned.get()), b = fingerprint_of(similar.get());
+  double distance = 0;
+  DFGNN_ASSERT_OK(dfgnnFingerprintDistance(&a, &b, &distance));
+  for (int call = 0; call < 2; ++call) {  // the first explain dispatches, the second is served from the cache
+    const nlohmann::json e = explain(ctx.get(), similar.get(), kOp);
+    EXPECT_EQ(e.at("origin"), "nearest");
+    EXPECT_EQ(e.at("cached"), true);
+    EXPECT_EQ(e.at("layer"), "user");
+    EXPECT_NEAR(e.at("distance").get<double>(), distance, 1e-12);
+    EXPECT_EQ(e.at("radius").get<double>(), 1.5);
+    const nlohmann::json& n = e.at("neighbour");
+    EXPECT_EQ(n.at("fingerprint_hash"), dfgnn::db::fingerprint_hash(a));
+    EXPECT_EQ(n.at("nodes"), a.num_nodes);
+    EXPECT_EQ(n.at("edges"), a.num_edges);
+    EXPECT_NE(e.at("origin_detail").get<std::string>().find("nearest tuned graph " + dfgnn::db::fingerprint_hash(a)),
+              std::string::npos)
+        << e.at("origin_detail");
+  }
+}
+
+// The default rule is named, also for an answer another graph of its bucket was given.
+TEST(DispatchOrigin, DefaultRuleIsNamedAndKeptInTheCache) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto g = random_graph(ctx.get(), 3000, 8, 5);
+  auto twin = random_graph(ctx.get(), 3000, 8, 5);  // same fingerprint, another graph: bucket cache
+  for (dfgnn_graph_t graph : {g.get(), g.get(), twin.get()}) {
+    const nlohmann::json e = explain(ctx.get(), graph, kOp);
+    EXPECT_EQ(e.at("origin"), "default");
+    EXPECT_EQ(e.at("rule"), "built-in rule");
+    EXPECT_EQ(e.at("origin_detail").get<std::string>().rfind("default rule: built-in rule", 0), 0u) << e;
+    EXPECT_EQ(e.at("cached"), true);
+    EXPECT_FALSE(e.contains("layer"));
+  }
+  EXPECT_EQ(explain(ctx.get(), twin.get(), kOp).at("from_bucket"), true);
+}
+
+// A shipped (or site) database tuned by another build of this GPU class, or for another GPU, is
+// skipped at open with one logged line saying why; dispatch keeps the default rule.
+TEST(DispatchOrigin, ForeignShippedDatabaseIsSkippedWithAReason) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  const fs::path shipped = dir.path / "sm90.db";
+  make_snapshot(shipped, dir.path / "src.db", g.get(), kWinner, default_text);
+  ScopedEnv env;
+  env.set("DFGNN_SHIPPED_DB", shipped.c_str());
+  struct Case {
+    const char* what;
+    void (*change)(dfgnn::db::EnvironmentInfo&);
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"another library version", [](dfgnn::db::EnvironmentInfo& e) { e.library_version = "99.0.0"; },
+       "stale: rebuild it"},
+      {"another GPU", [](dfgnn::db::EnvironmentInfo& e) { e.gpu_name = "Other GPU"; }, "tuned for another GPU"},
+  };
+  for (const Case& c : cases) {
+    LogCapture log;
+    for (int context = 0; context < 2; ++context) {  // every context opens the layers: one line in all
+      auto ctx = context_with_sites(dir.path / (std::string("user-") + std::to_string(context) + ".db"), "");
+      dfgnn::db::EnvironmentInfo e = test_environment();
+      c.change(e);
+      dfgnn::context_of(ctx.get()).dispatcher.set_environment(e);
+      EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default") << c.what;
+    }
+    EXPECT_EQ(occurrences(log.text(), "shipped tuning database " + shipped.string() + " skipped"), 1)
+        << c.what << ": " << log.text();
+    EXPECT_EQ(occurrences(log.text(), c.needle), 1) << c.what << ": " << log.text();
+  }
+  // The matching build still uses it.
+  auto ctx = context_with_sites(dir.path / "user.db", "");
+  EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("layer"), "shipped");
+}
+
+// A damaged shipped file: the default rule answers, with one warning however many contexts and
+// graphs ask.
+TEST(DispatchOrigin, CorruptShippedDatabaseWarnsOnce) {
+  TempDir dir;
+  const fs::path shipped = dir.path / "sm90.db";
+  {
+    std::ofstream f(shipped, std::ios::binary);
+    f << "SQLite format 3" << std::string(1, '\0') << std::string(4000, 'x');
+  }
+  ScopedEnv env;
+  env.set("DFGNN_SHIPPED_DB", shipped.c_str());
+  LogCapture log(spdlog::level::warn);
+  for (int context = 0; context < 2; ++context) {
+    auto ctx = context_with_sites(dir.path / "user.db", "");
+    for (uint64_t seed : {1, 2, 3}) {
+      auto g = hub_graph(ctx.get(), seed);
+      const nlohmann::json e = explain(ctx.get(), g.get(), kOp);
+      EXPECT_EQ(e.at("origin"), "default");
+      EXPECT_EQ(e.at("schedule"), schedule_of(make_context().get(), g.get(), kOp));
+    }
+  }
+  EXPECT_EQ(occurrences(log.text(), "\n"), 1) << log.text();  // one line
+  EXPECT_EQ(occurrences(log.text(), "shipped tuning database"), 1) << log.text();
+  EXPECT_NE(log.text().find(shipped.string()), std::string::npos) << log.text();
+  EXPECT_EQ(fs::file_size(shipped), 4016u);  // never touched
 }

@@ -16,10 +16,13 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # Hermetic tuning database: the default context's user database goes to a scratch directory, no
-# site database, no implicit tuning (set before dfgnn creates its first context).
+# site or shipped database, no implicit tuning (set before dfgnn creates its first context).
 os.environ["DFGNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="dfgnn-pytest-")
 os.environ.pop("DFGNN_SITE_DB", None)
 os.environ["DFGNN_TUNE"] = "off"
+# No shipped database either (the installed package's data/tuning/*.db would answer on an sm_90 GPU);
+# test_shipped_db.py brings its own or removes this for a subprocess.
+os.environ["DFGNN_SHIPPED_DB"] = "off"
 
 
 def _has_torch():

@@ -430,8 +430,12 @@ DFGNN_API dfgnn_status_t dfgnnSetTuneMode(dfgnn_context_t ctx, dfgnn_tune_mode_t
 /* Tuning database layers. user_path: the writable database (null: $DFGNN_CACHE_DIR/tuning.db,
  * else $XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db; "": none). site_paths:
  * read-only databases, ':'-separated, highest priority first (null: $DFGNN_SITE_DB; "": none).
- * Reads layer user over sites; writes go to the user database. An unusable file is logged and
- * skipped: dispatch falls back to the default rule. */
+ * Below them, always, the shipped databases: the *.db files installed with the library
+ * (<prefix>/share/dfgnn/tuning/, or dfgnn/data/tuning/ in the Python package), or
+ * $DFGNN_SHIPPED_DB (files or directories, ':'-separated; "off": none).
+ * Reads layer user over sites over shipped; writes go to the user database. An unusable file is
+ * logged and skipped, and so is a site or shipped database tuned for another GPU or build:
+ * dispatch falls back to the default rule. */
 DFGNN_API dfgnn_status_t dfgnnSetDatabase(dfgnn_context_t ctx, const char* user_path, const char* site_paths);
 
 /* Tunes an op direction on this graph (forward: one pass; backward: the row pass, then the
@@ -444,10 +448,19 @@ DFGNN_API dfgnn_status_t dfgnnTune(dfgnn_context_t ctx, dfgnn_graph_t graph, con
                                    dfgnn_direction_t direction, double budget_seconds, char* report,
                                    size_t capacity, size_t* length);
 
-/* How dispatch answers for an op direction (JSON array, one object per pass): the level
- * ("cache", "exact", "nearest", "tuned", "default"; for "cache" also "origin"), the schedule,
- * for "nearest" the distance to the nearest tuned graph and how many voted, and the (nearest)
- * database row's statistics and source. Same buffer protocol as dfgnnFingerprintSerialize. */
+/* How dispatch answers for an op direction (JSON array, one object per pass):
+ *   "level"   the level that answered this call: "cache" (this context answered before),
+ *             "exact", "nearest", "tuned" or "default";
+ *   "origin"  the level that first answered ("exact", "nearest", "tuned", "default"), also once
+ *             cached; "cached" (true/false) says whether this call was served from memory;
+ *   "origin_detail"  the same in one line of text;
+ *   "layer"   for exact, nearest and tuned: the database layer of the answer, "user", "site"
+ *             ($DFGNN_SITE_DB / dfgnnSetDatabase) or "shipped" (installed with the library);
+ *   for "nearest": "distance", "radius", "neighbours" (tuned graphs that voted) and "neighbour"
+ *             (the nearest tuned graph: fingerprint_hash, bucket_key, nodes, edges);
+ *   for "default": "rule", the name of the rule that answered;
+ *   the schedule, and the (nearest) database row's statistics and "source" (its file).
+ * Same buffer protocol as dfgnnFingerprintSerialize. */
 DFGNN_API dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
                                       dfgnn_direction_t direction, char* buffer, size_t capacity, size_t* length);
 
