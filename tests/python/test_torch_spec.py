@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dfgnn
-from conftest import HAS_TORCH, requires_torch, torch_inputs
+from conftest import HAS_TORCH, call_op, requires_torch, torch_inputs
 
 if HAS_TORCH:
     import torch
@@ -140,3 +140,32 @@ def test_signature_bind_by_name():
         s.bind((1,), {"a": 5})
     with pytest.raises(TypeError, match="missing the argument 'a'"):
         s.bind(())
+
+
+@requires_torch
+@pytest.mark.parametrize("model", sorted(SCHEMAS))
+def test_both_paths_run_the_same_op(model, monkeypatch):
+    """A functional call on the Function path and on the custom-op path hands the call path the same
+    inputs, op params (in the same order: they key the prepared launches), schedule and seed."""
+    from dfgnn.torch import _autograd, _calls, _custom_ops
+    seen = []
+
+    def spy(g, name, inputs, params, schedule, seed=0):
+        seen.append((name, list(inputs), list(params.items()), schedule, seed))
+        return _calls._run_forward(g, name, inputs, params, schedule, seed)
+
+    monkeypatch.setattr(_autograd, "_run_forward", spy)
+    monkeypatch.setattr(_custom_ops, "_run_forward", spy)
+    g = graph()
+    _, t = torch_inputs(model, N, H, D, "cpu", torch.float64)
+    edge = {} if model == "agnn" else dict(edge=torch.randn((g.num_edges, H) if model == "gat" else
+                                                         (g.num_edges, H, D), dtype=torch.float64))
+    outs = []
+    for functions in (True, False):
+        monkeypatch.setattr(dt, "use_functions_in_eager", functions)
+        outs.append(call_op(model, g, t, dropout=0.25, dropout_seed=SEED, **edge))
+    assert len(seen) == 2 and seen[0] == seen[1], seen
+    name, inputs, params, _, seed = seen[0]
+    assert inputs == list(dfgnn.MODEL_INPUTS[model]) + list(edge) and seed == SEED
+    assert [k for k, _ in params] == [o.name for o in SPECS[model].options] + ["dropout"]
+    assert torch.equal(outs[0], outs[1])

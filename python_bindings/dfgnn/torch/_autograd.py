@@ -35,33 +35,34 @@ class _AttentionFunction(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        g, spec, signature, params, schedule, seed = ctx.dfgnn
+        g, spec, positions, params, schedule, seed = ctx.dfgnn
         saved = ctx.saved_tensors
         inputs = dict(zip(ctx.dfgnn_inputs, saved))
         out, lse = saved[-2], saved[-1]
         grads = _run_backward(g, spec.model, inputs, out, lse, grad_out, params, schedule, seed)
         needs = ctx.needs_input_grad  # one entry per positional argument of forward (ctx not counted)
         result = [None] * len(needs)
-        for slot, argument in zip(spec.inputs, spec.arguments):
-            i = signature.position(argument)
-            if needs[i]:
+        for slot, i in positions:
+            if slot in grads and i < len(needs) and needs[i]:
                 result[i] = grads[slot]
-        if "edge" in grads:
-            i = signature.position("edge")
-            if i < len(needs) and needs[i]:
-                result[i] = grads["edge"]
         return tuple(result)
 
 
-def _with_signature(signature, body):
-    """forward(ctx, <the signature's arguments>), which calls body(ctx, {name: value}). It is made with
-    a real signature, as dataclasses make __init__: torch's Function.apply binds keyword arguments by
-    the parameter names of forward's code, and inspect (so the documentation) shows them."""
+def _with_signature(spec, signature, body):
+    """forward(ctx, <the signature's arguments>), which calls body(ctx, graph, inputs by slot, op params,
+    schedule, dropout, dropout_seed, edge). It is made from the spec with a real signature, as dataclasses
+    make __init__: torch's Function.apply binds keyword arguments by the parameter names of forward's
+    code, inspect (so the documentation) shows them, and the dicts are built as literals (an eager call's
+    host time counts)."""
     assert all(name.isidentifier() for name in signature.names)
     params = ", ".join(a.name if a.required else f"{a.name}=_defaults[{a.name!r}]" for a in signature.arguments)
-    values = ", ".join(f"{name!r}: {name}" for name in signature.names)
+    inputs = ", ".join(f"{slot!r}: {arg}" for slot, arg in zip(spec.inputs, spec.arguments))
+    options = "".join(f"{o.name!r}: {o.name}, " for o in spec.options)  # ModelSpec.params' order
+    edge = "edge" if spec.edge else "None"
     namespace = {"_defaults": signature.defaults, "_body": body}
-    exec(f"def forward(ctx, {params}):\n    return _body(ctx, {{{values}}})\n", namespace)
+    exec(f"def forward(ctx, {params}):\n"
+         f"    return _body(ctx, graph, {{{inputs}}}, {{{options}'dropout': dropout}}, schedule, dropout, "
+         f"dropout_seed, {edge})\n", namespace)
     return namespace["forward"]
 
 
@@ -69,19 +70,21 @@ def _make_function(spec, name, summary, note, forward_doc):
     """The Function class of a model: forward binds its arguments by name (signature); the class text
     is the summary, the apply line (from the signature) and the note."""
     signature = _signature(spec, name)
+    # (input slot, position among apply's arguments) of every tensor that gets a gradient
+    positions = tuple((slot, signature.position(arg)) for slot, arg in zip(spec.inputs, spec.arguments))
+    if spec.edge:
+        positions += (("edge", signature.position("edge")),)
 
-    def body(ctx, a):
-        inputs = _contiguous({slot: a[arg] for slot, arg in zip(spec.inputs, spec.arguments)}, a.get("edge"))
-        params = spec.params(a["dropout"], a)
-        seed = _function_seed(a["dropout"], a["dropout_seed"], next(iter(inputs.values())).is_cuda)
-        g = a["graph"]
-        out, lse = _run_forward(g, spec.model, inputs, params, a["schedule"], seed)
-        ctx.dfgnn = (g, spec, signature, params, a["schedule"], seed)
+    def body(ctx, g, inputs, params, schedule, dropout, dropout_seed, edge):
+        inputs = _contiguous(inputs, edge)
+        seed = _function_seed(dropout, dropout_seed, next(iter(inputs.values())).is_cuda)
+        out, lse = _run_forward(g, spec.model, inputs, params, schedule, seed)
+        ctx.dfgnn = (g, spec, positions, params, schedule, seed)
         ctx.dfgnn_inputs = tuple(inputs)
         ctx.save_for_backward(*inputs.values(), out, lse)
         return out
 
-    forward = _with_signature(signature, body)
+    forward = _with_signature(spec, signature, body)
     forward.__doc__ = forward_doc
     forward.__qualname__ = f"{name}.forward"
     forward.__module__ = "dfgnn.torch"

@@ -225,7 +225,6 @@ def _bind_device(g, t):
                                f"{t.device}; build one dfgnn.Graph per device", kind="device")
 
 
-
 def _dls(tensors):
     return {k: _dl(v) for k, v in tensors.items()}
 

@@ -6,9 +6,9 @@ import sys
 
 import torch
 
+from .._errors import invalid_argument
 from .._graph import Graph
 from .._op import check_dropout, check_dropout_seed
-from .._errors import invalid_argument
 from ._autograd import FUNCTIONS
 from ._calls import _device_seed
 from ._custom_ops import OPS
@@ -17,6 +17,7 @@ from ._spec import OPTIONS, SPECS
 
 # The package, whose use_functions_in_eager switch (set by users and tests) _call reads at every call.
 _package = sys.modules[__name__.rpartition(".")[0]]
+
 
 def _dropout_args(dropout, dropout_seed, features):
     """(dropout, seed, seed tensor) for the ops: dropout a float in [0, 1); the seed an int in
@@ -39,7 +40,6 @@ def _dropout_args(dropout, dropout_seed, features):
         # range check here; the op checks the value when it runs
         return dropout, dropout_seed, None
     return dropout, check_dropout_seed(dropout_seed, 1 << 63, "2**63"), None
-
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

@@ -12,6 +12,7 @@ from .._graph import Graph
 from ._functional import _PLAIN, _check_tensor, _functorch_wrapped, agnn, gat, gatv2, transformer
 from ._graphs import _Bipartite, _bipartite_graph, _check_graph, _resolve, graph
 
+
 def _glorot(t):
     if t is not None:
         a = math.sqrt(6.0 / (t.size(-2) + t.size(-1)))
