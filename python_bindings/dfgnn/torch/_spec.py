@@ -31,7 +31,8 @@ OPTIONS = (NEGATIVE_SLOPE, SCALE)
 
 
 class Argument:
-    """One argument of a Signature: a name and, for a trailing optional one, its default."""
+    """One argument of a Signature: its name, its default (for a trailing optional one) and, for a
+    custom op, its schema type."""
     REQUIRED = object()
 
     def __init__(self, name, default=REQUIRED, schema=None):
@@ -57,7 +58,6 @@ class Signature:
     def __init__(self, what, arguments):
         self.what, self.arguments = what, tuple(arguments)
         self.names = tuple(a.name for a in self.arguments)
-        self.required = sum(a.required for a in self.arguments)
         self.defaults = {a.name: a.default for a in self.arguments if not a.required}
 
     def bind(self, args, kwargs=None):
