@@ -49,6 +49,7 @@ import torch.nn.functional as F
 
 import dfgnn
 import dfgnn.torch as dt
+from dfgnn.torch._spec import SPECS
 from dfgnn import _dfgnn
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -288,8 +289,7 @@ def breakdown(g, device, dtype, args):
     d = 128 if n > 1000 else 16
     q, k, v = (torch.randn(n, 1, d, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
     go = torch.randn(n, 1, d, device=device, dtype=dtype)
-    params = dt._op_params("transformer", 0.2, None, True, 0.0) if "deterministic" in \
-        dt._op_params.__code__.co_varnames else dt._op_params("transformer", 0.2, None, 0.0)
+    params = SPECS["transformer"].params(0.0, {"scale": None})  # the op fields the call path passes on
     with torch.no_grad():
         out, lse = dt._run_forward(g, "transformer", dict(q=q, k=k, v=v), params, None)
     x = torch.randn(n, 1, d, device=device, dtype=dtype, requires_grad=True)

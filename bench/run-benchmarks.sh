@@ -46,6 +46,9 @@ $bench --hubs 200000,16,0,0 --graph "$data/blogcatalog" --graph "$data/tu-PROTEI
   --dtype float32 --heads 1 --dim 128 --direction backward --schedules all --no-baseline --warmup 5 --iters 20 \
   --json "$out/bench-sweep-bwd.json" > "$out/bench-sweep-bwd.txt" 2>&1; grep -iE "best|fastest|default" "$out/bench-sweep-bwd.txt" | tail -12
 step "PyG 2.8 comparison"
-PYTHONUNBUFFERED=1 python3 bench/pyg_compare.py --lib "$build/libdfgnn.so" --graphs data/cora "$data/pubmed" \
+# pyg_compare.py runs the dfgnn package: the one bench/run-python-gpu.sh installs (gpu-check's python
+# section; without it the step exits 3 saying so), or the one in DFGNN_PYTHON_SITE.
+site=${DFGNN_PYTHON_SITE:-$PWD/build-gpu-python/site}
+PYTHONUNBUFFERED=1 PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} python3 bench/pyg_compare.py --graphs data/cora "$data/pubmed" \
   "$data/blogcatalog" --models gat gatv2 transformer agnn --dtypes float32 bfloat16 --heads 1 4 --dim 64 \
   --out "$out/pyg.json" --markdown "$out/pyg.md" > "$out/pyg.log" 2>&1; tail -30 "$out/pyg.log"

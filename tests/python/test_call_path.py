@@ -1,4 +1,4 @@
-"""dfgnn.torch's lean CUDA call path (python_bindings/dfgnn/torch.py, _cuda_forward / _cuda_backward,
+"""dfgnn.torch's lean CUDA call path (python_bindings/dfgnn/torch/_calls.py, _cuda_forward / _cuda_backward,
 and _dfgnn.make_launch / Launch in python_bindings/src/dfgnn_ext.cpp).
 
 A call looks up a prepared launch per (graph, op configuration, schedule, kind of arguments), made
@@ -27,6 +27,7 @@ from conftest import HAS_TORCH, call_op, requires_torch_cuda, torch_inputs
 if HAS_TORCH:
     import torch
     import dfgnn.torch as dt
+    from dfgnn.torch import _calls
 
 EDGES = np.array([(0, 1), (0, 1), (1, 2), (3, 2), (4, 2), (5, 2), (0, 2), (2, 0), (3, 3), (4, 5),
                   (5, 4), (1, 3), (6, 2), (2, 1)])
@@ -178,7 +179,7 @@ def test_cuda_warm_calls_do_only_the_launch(model, monkeypatch):
     first = call_op(model, g, t, dropout=0.2, dropout_seed=9)
     first.backward(torch.ones_like(first))
     want = [first.detach().clone()] + [x.grad.clone() for x in t.values()]
-    for obj, name in ((dt, "make_op"), (_dfgnn, "make_launch"), (_dfgnn, "workspace_size"), (dt, "_dl"),
+    for obj, name in ((_calls, "make_op"), (_dfgnn, "make_launch"), (_dfgnn, "workspace_size"), (_calls, "_dl"),
                       (torch.cuda, "device")):
         _forbid(monkeypatch, obj, name)
     for _ in range(2):

@@ -256,12 +256,12 @@ def test_reference_backward_matches_finite_differences(model, rng):
 def _apply(model, g, t, dropout, seed):
     """The autograd.Function classes, options positional (dropout and seed last)."""
     if model == "gat":
-        return dt.GATFunction.apply(g, t["h"], t["att_src"], t["att_dst"], 0.2, True, None, dropout, seed)
+        return dt.GATFunction.apply(g, t["h"], t["att_src"], t["att_dst"], 0.2, None, dropout, seed)
     if model == "gatv2":
-        return dt.GATv2Function.apply(g, t["h"], t["h_dst"], t["att_src"], 0.2, True, None, dropout, seed)
+        return dt.GATv2Function.apply(g, t["h"], t["h_dst"], t["att_src"], 0.2, None, dropout, seed)
     if model == "transformer":
-        return dt.TransformerFunction.apply(g, t["q"], t["k"], t["v"], None, True, None, dropout, seed)
-    return dt.AGNNFunction.apply(g, t["h"], t["beta"], True, None, dropout, seed)
+        return dt.TransformerFunction.apply(g, t["q"], t["k"], t["v"], None, None, dropout, seed)
+    return dt.AGNNFunction.apply(g, t["h"], t["beta"], None, dropout, seed)
 
 
 @requires_torch
@@ -610,7 +610,7 @@ def _seed_op(model, t, seed_tensor, seed=0, p=0.3):
     g = small_graph()
     names = dfgnn.MODEL_INPUTS[model]
     edge = (None,) if model != "agnn" else ()
-    return g, dt.OPS[model](*(t[k] for k in names), None, g.key, False, 0.2, None, True, None, p, seed, *edge,
+    return g, dt.OPS[model](*(t[k] for k in names), None, g.key, False, 0.2, None, None, p, seed, *edge,
                             dropout_seed_tensor=seed_tensor)
 
 
@@ -637,7 +637,7 @@ def test_custom_op_seed_tensor_opcheck():
     """Schema, fake implementation and autograd registration with the seed tensor given."""
     _, t = torch_inputs("gat", N, 2, 3, "cpu", torch.float64)
     g = small_graph()
-    args = (t["h"], t["att_src"], t["att_dst"], None, g.key, False, 0.2, None, True, None, 0.3, 0, None,
+    args = (t["h"], t["att_src"], t["att_dst"], None, g.key, False, 0.2, None, None, 0.3, 0, None,
             torch.tensor([SEED]))
     torch.library.opcheck(dt.OPS["gat"], args)
 

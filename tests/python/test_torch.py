@@ -325,8 +325,8 @@ def test_cuda_errors():
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
     _, t = torch_inputs("gat", N, 1, 4, "cuda", torch.float32)
     with pytest.raises(dfgnn.DeviceError):
-        dt.GATFunction.apply(g, t["h"], t["att_src"].cpu(), t["att_dst"], 0.2, True, None)
+        dt.GATFunction.apply(g, t["h"], t["att_src"].cpu(), t["att_dst"], 0.2, None)
     with pytest.raises(dfgnn.InvalidArgumentError, match="the graph has 7 nodes"):
         dt.gat(g, t["h"][:5], t["att_src"], t["att_dst"])
     with pytest.raises(dfgnn.DTypeError):
-        dt.GATFunction.apply(g, t["h"], t["att_src"].double(), t["att_dst"], 0.2, True, None)
+        dt.GATFunction.apply(g, t["h"], t["att_src"].double(), t["att_dst"], 0.2, None)

@@ -252,7 +252,7 @@ def test_opcheck_bipartite_spec(model):
                   "transformer": [(9, 2, 3)] * 3}[model]
         xs = [rand(*shape, seed=i).requires_grad_() for i, shape in enumerate(shapes)]
         edge = rand(e, 2, seed=4) if model == "gat" else rand(e, 2, 3, seed=4)
-        args = (*xs, ei, 1 + 5, loops, 0.2, None, True, None, 0.0, 0)
+        args = (*xs, ei, 1 + 5, loops, 0.2, None, None, 0.0, 0)
         torch.library.opcheck(dt.OPS[model], args)
         torch.library.opcheck(dt.OPS[model], args, {"edge": edge.requires_grad_()})
 

@@ -33,7 +33,7 @@ def _op_args(model, spec, device="cpu", dtype=None, dropout=None):
         t = torch.randn(shape, dtype=dtype if name in FEATURES or dtype == torch.float64 else torch.float32,
                         device=device)
         xs.append(t.requires_grad_())
-    return (*xs, *spec, 0.2, None, True, None) + (tuple(dropout) if dropout else ())
+    return (*xs, *spec, 0.2, None, None) + (tuple(dropout) if dropout else ())
 
 
 def _specs(device="cpu"):
@@ -201,7 +201,7 @@ def test_freed_graph_key_is_a_clear_error():
     h = torch.randn(N, 2, 3, dtype=torch.float64)
     a = torch.randn(2, 3, dtype=torch.float64)
     with pytest.raises(dfgnn.InvalidArgumentError, match="no longer exists"):
-        dt.OPS["gat"](h, a, a, None, key, False, 0.2, None, True, None)
+        dt.OPS["gat"](h, a, a, None, key, False, 0.2, None, None)
 
 
 @requires_torch

@@ -165,7 +165,7 @@ def test_function_apply_takes_edge_last():
     # the autograd Functions' edge argument comes after the options
     g = dfgnn.Graph(edge_index().numpy(), N)
     (h, a_s, a_d), edge = op_inputs("gat")
-    out = dt.GATFunction.apply(g, h, a_s, a_d, 0.2, True, None, 0.0, 0, edge)
+    out = dt.GATFunction.apply(g, h, a_s, a_d, 0.2, None, 0.0, 0, edge)
     out.sum().backward()
     want = torch_attention("gat", edge_index(), N, [h.detach(), a_s.detach(), a_d.detach()], edge.detach())
     torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
@@ -182,7 +182,7 @@ def test_opcheck_with_edge(model):
     for spec, e in [((None, g.key, False), E), ((ei, 0, False), E), ((ei, 0, True), E_LOOPS)]:
         for dropout in ((0.0, 0), (0.3, 1234)):
             xs, edge = op_inputs(model, e=e)
-            args = (*xs, *spec, 0.2, None, True, None, *dropout)
+            args = (*xs, *spec, 0.2, None, None, *dropout)
             torch.library.opcheck(dt.OPS[model], args + (edge,))
             torch.library.opcheck(dt.OPS[model], args, {"edge": edge})
 

@@ -416,7 +416,7 @@ def test_custom_op_with_freed_graph_key():
     gc.collect()
     x = inputs("gat")
     with pytest.raises(dfgnn.InvalidArgumentError, match=rf"dfgnn.Graph #{key} no longer exists"):
-        dt.OPS["gat"](*x.values(), None, key, False, 0.2, None, True, None, 0.0, 0)
+        dt.OPS["gat"](*x.values(), None, key, False, 0.2, None, None, 0.0, 0)
 
 
 @pytest.mark.parametrize("model", MODELS)
