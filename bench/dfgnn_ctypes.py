@@ -94,7 +94,9 @@ class Op(Structure):
         ("dim", c_int32),
         ("negative_slope", c_float),
         ("scale", c_float),
-        ("deterministic", c_int32),
+        ("dropout", c_float),
+        ("dropout_seed", c_uint64),
+        ("edge_features", c_int32),
     ]
 
 
@@ -225,7 +227,7 @@ class Library:
             o.duplicates = DUPLICATES_REJECT
         return o
 
-    def op(self, model, dtype, heads, dim, negative_slope=None, scale=None, deterministic=None):
+    def op(self, model, dtype, heads, dim, negative_slope=None, scale=None):
         """dfgnnOpDefault(model, dtype, H, D) with optional overrides. model/dtype: enum or name."""
         model = MODELS[model] if isinstance(model, str) else int(model)
         dtype = DTYPES[dtype] if isinstance(dtype, str) else int(dtype)
@@ -234,8 +236,6 @@ class Library:
             o.negative_slope = float(negative_slope)
         if scale is not None:
             o.scale = float(scale)
-        if deterministic is not None:
-            o.deterministic = 1 if deterministic else 0
         return o
 
     def _text(self, fn, *args):

@@ -90,7 +90,6 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0, help="seed of features, weights and grad_out")
     p.add_argument("--schedule-fwd", default=None, help="force dfgnn's forward schedule (launch.schedule)")
     p.add_argument("--schedule-bwd", default=None, help="force dfgnn's backward schedule ('ROW|COL' or one)")
-    p.add_argument("--nondeterministic", action="store_true", help="dfgnn op.deterministic = 0")
     p.add_argument("--pyg-time-dtype", choices=("same", "float32"), default="same",
                    help="dtype PyG is timed in: 'same' as dfgnn (falls back to float32 if PyG fails), or "
                         "always float32. Correctness always uses float32/float64 references.")
@@ -426,7 +425,7 @@ def run_config(env, gi, model, dtype_name, heads, dim):
     grad_out_lp = torch.randn(n, heads, dim, device=env.device).to(tdt).contiguous()
 
     # ---- dfgnn
-    op = env.lib.op(model, dtype_name, heads, dim, negative_slope=slope, deterministic=not args.nondeterministic)
+    op = env.lib.op(model, dtype_name, heads, dim, negative_slope=slope)
     runner = DfgnnRunner(env, dgraph, op, inputs_lp, n, heads, dim, tdt)
     res["schedule_fwd"] = env.ctx.schedule(dgraph, op, dfg.FORWARD, args.schedule_fwd)
     res["schedule_bwd"] = env.ctx.schedule(dgraph, op, dfg.BACKWARD, args.schedule_bwd)
@@ -802,7 +801,7 @@ def main(argv=None):
         "gpu": props.name, "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
         "cuda": torch.version.cuda, "dfgnn": lib.version(), "lib": lib.path, "python": platform.python_version(),
         "iters": args.iters, "warmup": args.warmup, "seed": args.seed, "tolerances": TOLERANCES,
-        "pyg_time_dtype": args.pyg_time_dtype, "deterministic": not args.nondeterministic,
+        "pyg_time_dtype": args.pyg_time_dtype, "deterministic": True,
     }
     env = Env(args, torch, F, np, torch_geometric, pyg_nn, pyg_softmax, lib, ctx)
     print(f"dfgnn {meta['dfgnn']} ({lib.path}) | torch {meta['torch']} (CUDA {meta['cuda']}) | "

@@ -492,7 +492,8 @@ class GATFunction(_AttentionFunction):
                 on CUDA.
             att_src, att_dst: attention vectors [H, D] (float32 on CUDA, float64 on the CPU).
             negative_slope: LeakyReLU slope.
-            deterministic: bitwise reproducible kernels.
+            deterministic: ignored (every kernel is bitwise reproducible); kept so that callers passing
+                it keep working.
             schedule: a forced schedule text, or None for dispatch.
             dropout, dropout_seed: attention dropout and its mask's seed (see the module text).
             edge: optional [E, H] logit terms, one row per edge id of the graph.
@@ -502,7 +503,7 @@ class GATFunction(_AttentionFunction):
             per-(node, head) log-sum-exp saved here.
         """
         inputs = _contiguous(dict(h=h, att_src=att_src, att_dst=att_dst), edge)
-        params = dict(negative_slope=negative_slope, deterministic=deterministic, dropout=dropout)
+        params = dict(negative_slope=negative_slope, dropout=dropout)
         return _function_forward(ctx, graph, "gat", inputs, params, schedule, dropout_seed)
 
 
@@ -531,7 +532,7 @@ class GATv2Function(_AttentionFunction):
             out [N, H, D] in the features' dtype.
         """
         inputs = _contiguous(dict(h=h, h_dst=h_dst, att_src=att), edge)
-        params = dict(negative_slope=negative_slope, deterministic=deterministic, dropout=dropout)
+        params = dict(negative_slope=negative_slope, dropout=dropout)
         return _function_forward(ctx, graph, "gatv2", inputs, params, schedule, dropout_seed)
 
 
@@ -558,7 +559,7 @@ class TransformerFunction(_AttentionFunction):
             out [N, H, D] in the features' dtype.
         """
         inputs = _contiguous(dict(q=q, k=k, v=v), edge)
-        params = dict(scale=scale, deterministic=deterministic, dropout=dropout)
+        params = dict(scale=scale, dropout=dropout)
         return _function_forward(ctx, graph, "transformer", inputs, params, schedule, dropout_seed)
 
 
@@ -581,7 +582,7 @@ class AGNNFunction(_AttentionFunction):
             out [N, H, D] in the features' dtype.
         """
         inputs = _contiguous(dict(h=h, beta=beta))
-        params = dict(deterministic=deterministic, dropout=dropout)
+        params = dict(dropout=dropout)
         return _function_forward(ctx, graph, "agnn", inputs, params, schedule, dropout_seed)
 
 
@@ -648,7 +649,7 @@ def _op_graph(edge_index, key, add_self_loops, num_nodes):
 def _op_params(model, negative_slope, scale, deterministic, dropout):
     """The op fields this model reads but the seed (others stay at their defaults, so op keys do not
     vary)."""
-    params = dict(deterministic=deterministic, dropout=dropout)
+    params = dict(dropout=dropout)  # `deterministic` is not an op field: every kernel is deterministic
     if model in ("gat", "gatv2"):
         params["negative_slope"] = negative_slope
     elif model == "transformer":
