@@ -97,14 +97,7 @@ void each_layer(TuningDb* user, const std::vector<std::unique_ptr<TuningDb>>& si
 }  // namespace
 
 std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
-                                                  const dfgnn_fingerprint_t& fp) {
-  std::string hash;
-  try {
-    hash = fingerprint_hash(fp);
-  } catch (const std::exception& e) {
-    log_warn("tuning database lookup skipped: {}", e.what());
-    return std::nullopt;
-  }
+                                                  const std::string& hash) {
   std::optional<TuningResult> found;
   each_layer(user_.get(), sites_, "lookup", [&](TuningDb& db) {
     found = db.find_exact(current, op, hash);
