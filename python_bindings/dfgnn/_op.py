@@ -141,7 +141,7 @@ def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scal
         op.scale = float(scale)
     if deterministic is not None:
         warnings.warn("make_op(deterministic=...) is deprecated and ignored: every dfgnn kernel is deterministic",
-                      DeprecationWarning, stacklevel=3)
+                      DeprecationWarning, stacklevel=2)
     if dropout > 0:  # without dropout the seed is not used: ops stay equal whatever seed was given
         op.dropout = dropout
         if not op.dropout < 1.0:

@@ -136,9 +136,10 @@ def test_op_objects():
     # `deterministic` was never read (every kernel is deterministic): gone from the op, and the keyword
     # is accepted for one more release with a warning, changing nothing.
     assert not hasattr(op, "deterministic") and "deterministic" not in repr(op)
-    with pytest.warns(DeprecationWarning, match="deterministic=... is deprecated"):
+    with pytest.warns(DeprecationWarning, match=r"make_op\(deterministic=\.\.\.\) is deprecated") as caught:
         legacy = dfgnn.op("transformer", "bf16", heads=4, dim=64, scale=0.5, deterministic=False)
     assert repr(legacy) == repr(op)
+    assert caught[0].filename == __file__  # the warning points at the caller
     assert dfgnn.op("gat").negative_slope == pytest.approx(0.2)
     assert "model=transformer" in repr(op)
     with pytest.raises(dfgnn.DTypeError, match="unsupported dtype 'int8'"):
