@@ -37,7 +37,7 @@ def build(build_dir):
     build_dir.mkdir(parents=True, exist_ok=True)
     cpp_extension.load(name="dfgnn_bench_torch_library_op", sources=[str(HERE / "torch_library_op.cpp")],
                        extra_include_paths=[str(HERE.parent / "runtime" / "include")],
-                       extra_ldflags=[f"-L{package}", "-l:libdfgnn.so.0", f"-Wl,-rpath,{package}"],
+                       extra_ldflags=[f"-L{package}", "-l:libdfgnn.so.1", f"-Wl,-rpath,{package}"],
                        build_directory=str(build_dir), with_cuda=True, is_python_module=False, verbose=False)
     return torch.ops.dfgnn_bench.transformer
 

@@ -57,8 +57,8 @@ def parse_args(argv=None):
 def _ops(num_classes):
     """The attention ops the model runs: conv1 (8 heads x 8), conv2 (1 head x classes)."""
     import dfgnn
-    return {"conv1": dfgnn.op("gat", "float32", 8, 8, negative_slope=0.2, deterministic=True),
-            "conv2": dfgnn.op("gat", "float32", 1, num_classes, negative_slope=0.2, deterministic=True)}
+    return {"conv1": dfgnn.op("gat", "float32", 8, 8, negative_slope=0.2),
+            "conv2": dfgnn.op("gat", "float32", 1, num_classes, negative_slope=0.2)}
 
 
 def _decisions(graph, ops):

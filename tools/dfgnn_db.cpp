@@ -4,8 +4,10 @@
 //
 // Exit codes: 0 success, 1 failure (a database cannot be opened, is corrupt, or verify found
 // problems), 2 bad arguments.
+#include "api_guard.hpp"
 #include "cli_common.hpp"
 #include "dispatch.hpp"
+#include "fingerprint.hpp"
 #include "nvrtc.hpp"
 #include "printable.hpp"
 #include "error.hpp"
@@ -169,7 +171,7 @@ void print_command_help(const Command& c, const po::options_description& all_opt
 // "STATUS: message" for the library's errors (the database's DbError, the runtime's dfgnn::Error),
 // else the message.
 std::string describe(const std::exception& e) {
-  if (const auto* d = dynamic_cast<const DbError*>(&e)) return fmt::format("{}: {}", dfgnnGetStatusString(d->status()), e.what());
+  if (const auto* d = dynamic_cast<const DbError*>(&e)) return fmt::format("{}: {}", dfgnnGetStatusString(dfgnn::db_status(*d)), e.what());
   if (const auto* r = dynamic_cast<const dfgnn::Error*>(&e))
     return fmt::format("{}: {}", dfgnnGetStatusString(r->status()), e.what());
   return e.what();
@@ -195,9 +197,9 @@ std::string pass_text(int32_t p) {
 }
 
 std::string op_text(const OpKey& op) {
+  const dfgnn::KeyBits bits = dfgnn::unpack_key_bits(op.key_bits);
   return fmt::format("{}/{}/H{}/D{}/{}/vec{}{}", model_text(op.model), dtype_text(op.dtype), op.heads, op.dim,
-                     pass_text(op.direction), op.variant % dfgnn::kEdgeVariant,
-                     op.variant >= dfgnn::kEdgeVariant ? "/edge" : "");
+                     pass_text(op.direction), bits.max_vec, bits.edge_features ? "/edge" : "");
 }
 
 std::string ms(double x) { return std::isfinite(x) && x > 0 ? fmt::format("{:.4f}", x) : "-"; }
@@ -347,14 +349,18 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
       say("  build stamp      library {}, template hash {}", r.library_version, r.template_hash);
       say("  op               {} (model {}, dtype {}, heads {}, dim {}, pass {}, vector limit {}, edge features {})",
                  op_text(r.op), model_text(r.op.model), dtype_text(r.op.dtype), r.op.heads, r.op.dim,
-                 pass_text(r.op.direction), r.op.variant % dfgnn::kEdgeVariant,
-                 r.op.variant >= dfgnn::kEdgeVariant ? "yes" : "no");
-      const dfgnn_fingerprint_t& fp = r.fingerprint;
+                 pass_text(r.op.direction), dfgnn::unpack_key_bits(r.op.key_bits).max_vec,
+                 dfgnn::unpack_key_bits(r.op.key_bits).edge_features ? "yes" : "no");
       say("  fingerprint      {} (bucket {})", r.fingerprint_hash, r.bucket_key.empty() ? "-" : r.bucket_key);
-      say("    graph          {} nodes, {} edges, mean in-degree {:.2f}, max {}, p50 {} p90 {} p99 {} p99.9 {}, "
-                 "cv {:.3f}, gini {:.3f}",
-                 fp.num_nodes, fp.num_edges, fp.mean_degree, fp.max_degree, fp.p50, fp.p90, fp.p99, fp.p999, fp.cv,
-                 fp.gini);
+      try {
+        const dfgnn_fingerprint_t fp = dfgnn::parse_fingerprint(r.fingerprint_text);
+        say("    graph          {} nodes, {} edges, mean in-degree {:.2f}, max {}, p50 {} p90 {} p99 {} p99.9 {}, "
+                   "cv {:.3f}, gini {:.3f}",
+                   fp.num_nodes, fp.num_edges, fp.mean_degree, fp.max_degree, fp.p50, fp.p90, fp.p99, fp.p999, fp.cv,
+                   fp.gini);
+      } catch (const std::exception& e) {
+        say("    graph          (its fingerprint text does not parse: {})", e.what());
+      }
       say("  winner           {} (solver {})", r.schedule.empty() ? "(none)" : r.schedule, r.solver_id);
       say("    stats          median {} ms, mean {} ms, sd {}, min {} ms, {} samples", ms(r.stats.median_ms),
                  ms(r.stats.mean_ms), r.stats.variance >= 0 ? fmt::format("{:.4g}", std::sqrt(r.stats.variance)) : "-",

@@ -1,10 +1,8 @@
 // The tuning database's own error type: what kind of failure it is (callers and the database
-// itself branch on the kind, never on message text) and the C API status it maps to
-// (DATABASE_ERROR, or INVALID_ARGUMENT for a malformed argument), which the runtime's C boundary
-// (api_guard.hpp) reports. db/ depends on no runtime header: only the public C header's status.
+// itself branch on the kind, never on message text). db/ includes no runtime header, the public C
+// header neither: the runtime's C boundary (api_guard.hpp, db_status) maps a kind to its status
+// (INVALID_ARGUMENT for a malformed argument, DATABASE_ERROR for every other kind).
 #pragma once
-
-#include <dfgnn/dfgnn.h>
 
 #include <stdexcept>
 #include <string>
@@ -33,9 +31,6 @@ class DbError : public std::runtime_error {
   DbError(ErrorKind kind, const std::string& message, int sqlite_code = 0)
       : std::runtime_error(message), kind_(kind), sqlite_code_(sqlite_code) {}
   ErrorKind kind() const noexcept { return kind_; }
-  dfgnn_status_t status() const noexcept {
-    return kind_ == ErrorKind::InvalidArgument ? DFGNN_STATUS_INVALID_ARGUMENT : DFGNN_STATUS_DATABASE_ERROR;
-  }
   int sqlite_code() const noexcept { return sqlite_code_; }  // extended result code, 0 if none
 
  private:

@@ -264,14 +264,7 @@ void LayeredDb::each_layer(const char* what, F&& f) {
 }
 
 std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
-                                                  const dfgnn_fingerprint_t& fp) {
-  std::string hash;
-  try {
-    hash = fingerprint_hash(fp);
-  } catch (const std::exception& e) {
-    log_warn("tuning database lookup skipped: {}", e.what());
-    return std::nullopt;
-  }
+                                                  const std::string& hash) {
   std::optional<TuningResult> found;
   each_layer("lookup", [&](TuningDb& db, LayerKind kind) {
     found = db.find_exact(current, op, hash);

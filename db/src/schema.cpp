@@ -8,7 +8,7 @@ namespace dfgnn::db::detail {
 
 namespace {
 
-// Schema version 1. Problem key columns of `results` mirror TuningResult; the winner columns are
+// Schema version 1 (version 2 renames one column: see below). Problem key columns of `results` mirror TuningResult; the winner columns are
 // derived from the runs (recomputed on every write), so they may be NULL (no eligible candidate).
 void create_v1(Connection& conn) {
   conn.exec(R"sql(
@@ -94,6 +94,10 @@ CREATE TABLE modules (
 )sql");
 }
 
+// Version 2: results.variant is named for what it holds, the caller's packed key bits (OpKey::key_bits).
+// SQLite rewrites the table's definition (and its UNIQUE constraint) in place; rows are untouched.
+void rename_variant_to_key_bits(Connection& conn) { conn.exec("ALTER TABLE results RENAME COLUMN variant TO key_bits"); }
+
 const char* const kTables[] = {"environments", "fingerprints", "results", "runs", "candidate_stats", "modules"};
 
 }  // namespace
@@ -101,7 +105,7 @@ const char* const kTables[] = {"environments", "fingerprints", "results", "runs"
 const std::vector<Migration>& builtin_migrations() {
   static const std::vector<Migration> steps = {
       {0, "create schema v1", &create_v1},
-      // {1, "v2: ...", &migrate_1_to_2},
+      {1, "v2: results.variant renamed key_bits", &rename_variant_to_key_bits},
   };
   return steps;
 }

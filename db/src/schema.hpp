@@ -22,7 +22,7 @@ struct Migration {
   void (*apply)(Connection&);
 };
 
-// 0 -> 1 creates the tables (an empty file has version 0).
+// 0 -> 1 creates the tables (an empty file has version 0); 1 -> 2 renames results.variant key_bits.
 const std::vector<Migration>& builtin_migrations();
 // The version reached by applying all of steps to an empty file.
 int target_version(const std::vector<Migration>& steps);

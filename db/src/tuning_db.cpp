@@ -122,33 +122,15 @@ std::string check_text(const char* field, const std::string& text) {
 }
 
 std::string op_text(const OpKey& op) {
-  return fmt::format("model={} dtype={} heads={} dim={} direction={} variant={}", op.model, op.dtype, op.heads, op.dim,
-                     op.direction, op.variant);
+  return fmt::format("model={} dtype={} heads={} dim={} direction={} key_bits={}", op.model, op.dtype, op.heads, op.dim,
+                     op.direction, op.key_bits);
 }
 
-bool parse_fingerprint_text(const std::string& text, dfgnn_fingerprint_t& out, std::string& why) {
-  out = dfgnn_fingerprint_t{};
-  const dfgnn_status_t s = dfgnnFingerprintParse(text.c_str(), &out);
-  if (s != DFGNN_STATUS_SUCCESS) {
-    why = dfgnnGetLastErrorMessage();
-    return false;
-  }
-  return true;
-}
-
-// Checks a stored fingerprint: its text parses, serialises back to the same text, and hashes to
-// the stored hash. Returns "" or the problem.
-std::string check_fingerprint(const std::string& text, const std::string& hash, dfgnn_fingerprint_t& out) {
-  std::string why;
-  if (!parse_fingerprint_text(text, out, why)) return "fingerprint text does not parse: " + why;
-  std::string again;
-  try {
-    again = fingerprint_text(out);
-  } catch (const std::exception& e) {
-    return std::string("fingerprint does not serialise: ") + e.what();
-  }
-  if (again != text) return "fingerprint text is not in canonical form";
-  if (hex64(XXH64(text.data(), text.size(), 0)) != hash) return "fingerprint hash does not match its text";
+// Checks a stored fingerprint as far as the database can: a text that hashes to the stored hash.
+// What the text says is the validator's to judge. Returns "" or the problem.
+std::string check_fingerprint(const std::string& text, const std::string& hash) {
+  if (text.empty()) return "fingerprint text is empty";
+  if (fingerprint_hash(text) != hash) return "fingerprint hash does not match its text";
   return {};
 }
 
@@ -354,7 +336,7 @@ void set_wal(Connection& conn, int busy_timeout_ms) {
 // can be reported).
 #define DFGNN_RESULT_SELECT                                                                                   \
   "SELECT r.id, r.env_class, r.template_hash, r.library_version, r.model, r.dtype, r.heads, r.dim, "          \
-  "r.direction, r.variant, f.hash, f.bucket_key, f.text, r.solver_id, r.schedule, r.count, r.median_ms, "     \
+  "r.direction, r.key_bits, f.hash, f.bucket_key, f.text, r.solver_id, r.schedule, r.count, r.median_ms, "     \
   "r.mean_ms, r.variance, r.min_ms, r.default_schedule, r.default_median_ms, r.runner_up_schedule, "          \
   "r.runner_up_median_ms, r.runs, r.host, r.unix_time, r.tool_version, r.environment_id, e.env_class, "       \
   "e.gpu_name, e.compute_capability, e.sm_count, e.driver_version, e.nvrtc_version, e.library_version, "      \
@@ -362,10 +344,10 @@ void set_wal(Connection& conn, int busy_timeout_ms) {
   "FROM results r LEFT JOIN fingerprints f ON f.id = r.fingerprint_id "                                       \
   "LEFT JOIN environments e ON e.id = r.environment_id "
 
-// The six OpKey columns (model, dtype, heads, dim, direction, variant) starting at column `first`.
+// The six OpKey columns (model, dtype, heads, dim, direction, key_bits) starting at column `first`.
 OpKey read_op_key(RowReader& in, int first) {
   return OpKey{in.int32(first, "model"),     in.int32(first + 1, "dtype"),     in.int32(first + 2, "heads"),
-               in.int32(first + 3, "dim"),   in.int32(first + 4, "direction"), in.int32(first + 5, "variant")};
+               in.int32(first + 3, "dim"),   in.int32(first + 4, "direction"), in.int32(first + 5, "key_bits")};
 }
 
 // Decodes the current row of a DFGNN_RESULT_SELECT query and checks it; returns "" or the reason
@@ -383,7 +365,7 @@ std::string decode_result(const Query& q, const std::string& source, const RowVa
   r.fingerprint_hash = in.text(10, "fingerprints.hash");
   r.bucket_key = in.text(11, "fingerprints.bucket_key");
   const bool has_fp = !q.is_null(12);
-  const std::string fp_text = in.text(12, "fingerprints.text");
+  r.fingerprint_text = in.text(12, "fingerprints.text");
   r.solver_id = in.int32(13, "results.solver_id");
   const bool has_schedule = !q.is_null(14);
   r.schedule = in.text(14, "results.schedule");
@@ -412,9 +394,9 @@ std::string decode_result(const Query& q, const std::string& source, const RowVa
   r.environment.template_hash = in.text(36, "environments.template_hash");
   r.source = source;
 
-  // The key (with its parsed fingerprint) first: a write recomputes a broken row from its runs.
+  // The key (with its fingerprint) first: a write recomputes a broken row from its runs.
   if (!has_fp) return "fingerprint row is missing";
-  if (std::string why = check_fingerprint(fp_text, r.fingerprint_hash, r.fingerprint); !why.empty()) return why;
+  if (std::string why = check_fingerprint(r.fingerprint_text, r.fingerprint_hash); !why.empty()) return why;
   if (!in.problem().empty()) return in.problem();
   if (!has_schedule || r.schedule.empty()) return "no eligible candidate (no winner)";
   if (!has_env) return "environment row is missing";
@@ -547,7 +529,8 @@ std::string result_key_view(Connection& conn, int64_t result_id, TuningResult& v
   q.bind(1, result_id);
   if (!q.step()) return "no such result";
   decode_result(q, conn.path(), {}, view);
-  if (view.fingerprint.version == 0) return "fingerprint of the result does not parse";
+  if (std::string why = check_fingerprint(view.fingerprint_text, view.fingerprint_hash); !why.empty())
+    return "fingerprint of the result: " + why;
   return {};
 }
 
@@ -696,16 +679,16 @@ struct ProblemKey {
 int64_t upsert_result(Connection& conn, const ProblemKey& k) {
   Query ins(conn,
             "INSERT INTO results (env_class, template_hash, library_version, model, dtype, heads, dim, direction, "
-            "variant, fingerprint_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING");
+            "key_bits, fingerprint_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING");
   ins.bind(1, k.env_class).bind(2, k.template_hash).bind(3, k.library_version).bind(4, k.op.model);
-  ins.bind(5, k.op.dtype).bind(6, k.op.heads).bind(7, k.op.dim).bind(8, k.op.direction).bind(9, k.op.variant);
+  ins.bind(5, k.op.dtype).bind(6, k.op.heads).bind(7, k.op.dim).bind(8, k.op.direction).bind(9, k.op.key_bits);
   ins.bind(10, k.fingerprint_id).run();
   Query sel(conn,
             "SELECT id FROM results WHERE env_class = ?1 AND template_hash = ?2 AND library_version = ?3 AND "
-            "model = ?4 AND dtype = ?5 AND heads = ?6 AND dim = ?7 AND direction = ?8 AND variant = ?9 AND "
+            "model = ?4 AND dtype = ?5 AND heads = ?6 AND dim = ?7 AND direction = ?8 AND key_bits = ?9 AND "
             "fingerprint_id = ?10");
   sel.bind(1, k.env_class).bind(2, k.template_hash).bind(3, k.library_version).bind(4, k.op.model);
-  sel.bind(5, k.op.dtype).bind(6, k.op.heads).bind(7, k.op.dim).bind(8, k.op.direction).bind(9, k.op.variant);
+  sel.bind(5, k.op.dtype).bind(6, k.op.heads).bind(7, k.op.dim).bind(8, k.op.direction).bind(9, k.op.key_bits);
   sel.bind(10, k.fingerprint_id);
   if (!sel.step()) throw_db(conn.path(), "result row vanished after insert");
   return sel.i64(0);
@@ -814,34 +797,7 @@ std::string environment_class(const EnvironmentInfo& env) {
   return fmt::format("{}|sm_{}|{}", env.gpu_name, env.compute_capability, env.sm_count);
 }
 
-std::string fingerprint_text(const dfgnn_fingerprint_t& fp) {
-  size_t length = 0;
-  if (dfgnnFingerprintSerialize(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
-    throw DbError(ErrorKind::InvalidArgument,
-                fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
-  std::string text(length + 1, '\0');
-  if (dfgnnFingerprintSerialize(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
-    throw DbError(ErrorKind::InvalidArgument,
-                fmt::format("cannot serialise fingerprint: {}", dfgnnGetLastErrorMessage()));
-  text.resize(length);
-  return text;
-}
-
-std::string fingerprint_hash(const dfgnn_fingerprint_t& fp) {
-  const std::string text = fingerprint_text(fp);
-  return hex64(XXH64(text.data(), text.size(), 0));
-}
-
-std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp) {
-  size_t length = 0;
-  if (dfgnnFingerprintBucketKey(&fp, nullptr, 0, &length) != DFGNN_STATUS_SUCCESS)
-    throw DbError(ErrorKind::InvalidArgument, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
-  std::string text(length + 1, '\0');
-  if (dfgnnFingerprintBucketKey(&fp, text.data(), text.size(), &length) != DFGNN_STATUS_SUCCESS)
-    throw DbError(ErrorKind::InvalidArgument, fmt::format("fingerprint bucket key: {}", dfgnnGetLastErrorMessage()));
-  text.resize(length);
-  return text;
-}
+std::string fingerprint_hash(const std::string& text) { return hex64(XXH64(text.data(), text.size(), 0)); }
 
 CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const std::vector<double>& samples_ms) {
   CandidateStat c;
@@ -994,14 +950,10 @@ std::optional<TuningResult> TuningDb::put_result(const TuningRun& run_in) {
     if (std::string why = check_candidate(c); !why.empty()) invalid(why);
     if (!seen.insert(c.schedule).second) invalid("duplicate candidate " + c.schedule);
   }
-  const std::string text = fingerprint_text(run.fingerprint);
-  {
-    dfgnn_fingerprint_t parsed;
-    std::string why;
-    if (!parse_fingerprint_text(text, parsed, why)) invalid("fingerprint does not read back: " + why);
-  }
-  const std::string hash = hex64(XXH64(text.data(), text.size(), 0));
-  const std::string bucket = fingerprint_bucket_key(run.fingerprint);
+  const std::string& text = run.fingerprint.text;
+  const std::string& bucket = run.fingerprint.bucket_key;
+  if (text.empty() || bucket.empty()) invalid("fingerprint text and bucket key must not be empty");
+  const std::string hash = fingerprint_hash(text);
   if (run.host.empty()) run.host = host_name();
   if (run.unix_time == 0) run.unix_time = now_unix();
   if (run.tool_version.empty()) run.tool_version = run.environment.library_version;
@@ -1009,7 +961,9 @@ std::optional<TuningResult> TuningDb::put_result(const TuningRun& run_in) {
   for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"host", run.host},
                                     {"tool_version", run.tool_version},
                                     {"run_id", run.run_id},
-                                    {"default_schedule", run.default_schedule}})
+                                    {"default_schedule", run.default_schedule},
+                                    {"fingerprint text", text},
+                                    {"fingerprint bucket key", bucket}})
     if (std::string why = check_text(field, text); !why.empty()) invalid(why);
 
   Connection& conn = *conn_;
@@ -1029,11 +983,6 @@ std::optional<TuningResult> TuningDb::put_result(const TuningRun& run_in) {
 }
 
 std::optional<TuningResult> TuningDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
-                                                 const dfgnn_fingerprint_t& fp) {
-  return find_exact(current, op, fingerprint_hash(fp));
-}
-
-std::optional<TuningResult> TuningDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
                                                  const std::string& fp_hash) {
   std::lock_guard lock(mutex_);
   Connection& conn = *conn_;
@@ -1042,9 +991,9 @@ std::optional<TuningResult> TuningDb::find_exact(const EnvironmentInfo& current,
   detail::read_transaction(conn, [&] {
     Query q(conn, DFGNN_RESULT_SELECT
             "WHERE r.env_class = ?1 AND r.model = ?2 AND r.dtype = ?3 AND r.heads = ?4 AND r.dim = ?5 AND "
-            "r.direction = ?6 AND r.variant = ?7 AND f.hash = ?8 ORDER BY r.unix_time DESC, r.id");
+            "r.direction = ?6 AND r.key_bits = ?7 AND f.hash = ?8 ORDER BY r.unix_time DESC, r.id");
     q.bind(1, cls).bind(2, op.model).bind(3, op.dtype).bind(4, op.heads).bind(5, op.dim).bind(6, op.direction);
-    q.bind(7, op.variant).bind(8, fp_hash);
+    q.bind(7, op.key_bits).bind(8, fp_hash);
     while (q.step()) {
       TuningResult r;
       const std::string why = decode_result(q, path_.string(), options_.validator, r);
@@ -1074,10 +1023,10 @@ std::vector<TuningResult> TuningDb::candidates_for(const EnvironmentInfo& curren
   detail::read_transaction(conn, [&] {
     Query q(conn, DFGNN_RESULT_SELECT
             "WHERE r.env_class = ?1 AND r.model = ?2 AND r.dtype = ?3 AND r.heads = ?4 AND r.dim = ?5 AND "
-            "r.direction = ?6 AND r.variant = ?7 AND (?8 IS NULL OR f.bucket_key = ?8) "
+            "r.direction = ?6 AND r.key_bits = ?7 AND (?8 IS NULL OR f.bucket_key = ?8) "
             "ORDER BY f.hash, r.unix_time DESC, r.id");
     q.bind(1, cls).bind(2, op.model).bind(3, op.dtype).bind(4, op.heads).bind(5, op.dim).bind(6, op.direction);
-    q.bind(7, op.variant);
+    q.bind(7, op.key_bits);
     if (bucket_key)
       q.bind(8, *bucket_key);
     else
@@ -1166,7 +1115,7 @@ std::vector<SourceRun> read_source_runs(Connection& src, const std::string& afte
             "SELECT ru.id, ru.uuid, ru.default_schedule, ru.host, ru.unix_time, ru.tool_version, e.gpu_name, "
             "e.compute_capability, e.sm_count, e.driver_version, e.nvrtc_version, e.library_version, "
             "e.template_hash, e.env_class, r.env_class, r.template_hash, r.library_version, r.model, r.dtype, "
-            "r.heads, r.dim, r.direction, r.variant, f.hash, f.bucket_key, f.text, e.id, r.id, f.id "
+            "r.heads, r.dim, r.direction, r.key_bits, f.hash, f.bucket_key, f.text, e.id, r.id, f.id "
             "FROM runs ru LEFT JOIN results r ON r.id = ru.result_id "
             "LEFT JOIN environments e ON e.id = ru.environment_id "
             "LEFT JOIN fingerprints f ON f.id = r.fingerprint_id WHERE ru.uuid > ?1 ORDER BY ru.uuid LIMIT ?2");
@@ -1217,8 +1166,8 @@ std::vector<SourceRun> read_source_runs(Connection& src, const std::string& afte
   return out;
 }
 
-// "" or why a source run is unusable; fills the parsed fingerprint.
-std::string check_source_run(const SourceRun& s, dfgnn_fingerprint_t& fp) {
+// "" or why a source run is unusable.
+std::string check_source_run(const SourceRun& s) {
   if (!s.problem.empty()) return s.problem;
   if (s.uuid.empty()) return "empty run id";
   if (std::string why = check_environment(s.env); !why.empty()) return why;
@@ -1228,7 +1177,7 @@ std::string check_source_run(const SourceRun& s, dfgnn_fingerprint_t& fp) {
   if (s.env.template_hash != s.result_template || s.env.library_version != s.result_library)
     return "build stamp of the result and of its environment differ";
   if (s.op.heads < 1 || s.op.dim < 1) return "op key out of range: " + op_text(s.op);
-  return check_fingerprint(s.fp_text, s.fp_hash, fp);
+  return check_fingerprint(s.fp_text, s.fp_hash);
 }
 
 }  // namespace
@@ -1264,8 +1213,7 @@ MergeReport TuningDb::merge_from(const fs::path& other) {
         if (chunk.empty()) break;
         after = chunk.back().uuid;
         for (const SourceRun& s : chunk) {
-          dfgnn_fingerprint_t fp{};
-          if (std::string why = check_source_run(s, fp); !why.empty()) {
+          if (std::string why = check_source_run(s); !why.empty()) {
             log_warn("merging {}: run {} skipped: {}", spath, s.uuid, why);
             ++report.runs_rejected;
             continue;
@@ -1284,7 +1232,7 @@ MergeReport TuningDb::merge_from(const fs::path& other) {
           view.template_hash = s.result_template;
           view.library_version = s.result_library;
           view.op = s.op;
-          view.fingerprint = fp;
+          view.fingerprint_text = s.fp_text;
           view.fingerprint_hash = s.fp_hash;
           view.bucket_key = s.fp_bucket;
           view.environment = s.env;
@@ -1556,9 +1504,8 @@ std::vector<std::string> TuningDb::verify(const RowValidator& validator_in) {
           RowReader in(q);
           const std::string hash = in.text(1, "fingerprints.hash"), text = in.text(3, "fingerprints.text");
           in.text(2, "fingerprints.bucket_key");
-          dfgnn_fingerprint_t fp;
           std::string why = in.problem();
-          if (why.empty()) why = check_fingerprint(text, hash, fp);
+          if (why.empty()) why = check_fingerprint(text, hash);
           if (!why.empty()) problems.push_back(fmt::format("fingerprint {}: {}", q.i64(0), why));
         }
       }
@@ -1671,7 +1618,7 @@ std::vector<ListedResult> TuningDb::list(const std::optional<std::string>& env_c
   std::vector<ListedResult> out;
   detail::read_transaction(*conn_, [&] {
     Query q(*conn_, DFGNN_RESULT_SELECT "WHERE (?1 IS NULL OR r.env_class = ?1) ORDER BY r.env_class, r.model, "
-                                        "r.dtype, r.heads, r.dim, r.direction, r.variant, f.hash, r.id");
+                                        "r.dtype, r.heads, r.dim, r.direction, r.key_bits, f.hash, r.id");
     if (env_class) q.bind(1, *env_class); else q.bind_null(1);
     while (q.step()) {
       ListedResult l;

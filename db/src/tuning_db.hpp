@@ -2,9 +2,10 @@
 // statistics and the per-candidate measurements behind it) and the compiled modules, kept in
 // SQLite files.
 //
-// Self-contained: depends only on the public C header (dfgnn_fingerprint_t) and the standard
-// library. Schedules are opaque text here ("subwarp:lanes=32,..."); whether a schedule is valid
-// for a problem is decided by the caller through a RowValidator callback.
+// Below the runtime: includes nothing of dfgnn's but its own headers (the build gives it no other
+// include path) and calls no dfgnn function. Schedules and fingerprints are opaque text here
+// ("subwarp:lanes=32,...", the runtime's fingerprint serialisation): the caller serialises and parses
+// them, and decides through a RowValidator callback whether a row is valid for a problem.
 //
 // Model
 // - A *problem* is (environment class, build stamp, op key, fingerprint):
@@ -13,8 +14,9 @@
 //     build stamp       = template_hash + library_version of the EnvironmentInfo that measured it,
 //                         so results of a different kernel source or library are never pooled
 //                         with, nor returned for, the current build (a stale row is a miss);
-//     op key            = OpKey (model, dtype, heads, dim, direction, variant);
-//     fingerprint       = the graph's degree fingerprint, identified by fingerprint_hash().
+//     op key            = OpKey (model, dtype, heads, dim, direction, key_bits);
+//     fingerprint       = the graph's degree fingerprint as the caller's text, identified by
+//                         fingerprint_hash() of that text.
 // - A *run* is one tuning session of one problem (one put_result call): per candidate schedule
 //   its measurement statistics (count, mean, M2 as in Welford's algorithm, min, median). Runs are
 //   identified by a globally unique run id, so storing or merging the same run twice is a no-op.
@@ -34,21 +36,20 @@
 //   database only.
 //
 // Validation: every row is validated before it is returned (structure, environment class, build
-// stamp, fingerprint text and hash, statistics, then the caller's RowValidator). An invalid row is
+// stamp, fingerprint hash against its text, statistics, then the caller's RowValidator, which
+// also judges what the fingerprint text says). An invalid row is
 // a miss, logged on the "dfgnn" spdlog logger; it never throws and is never returned.
 //
 // Errors: TuningDb methods throw DbError (db_error.hpp: a std::runtime_error with a kind(): disk
-// full, read-only, damaged, not a database, foreign, newer schema, schema differs, busy...) whose
-// status() is DFGNN_STATUS_DATABASE_ERROR when the file is unusable (the message names the path,
-// SQLite's error and the kind), or DFGNN_STATUS_INVALID_ARGUMENT for a malformed argument. LayeredDb's read
-// methods never throw: a failing layer is logged and skipped.
+// full, read-only, damaged, not a database, foreign, newer schema, schema differs, busy...; the
+// message names the path, SQLite's error and the kind), kind InvalidArgument for a malformed
+// argument. The runtime reports them as DFGNN_STATUS_DATABASE_ERROR / INVALID_ARGUMENT. LayeredDb's
+// read methods never throw: a failing layer is logged and skipped.
 //
 // Thread safety: a TuningDb / LayeredDb object may be used from several threads (calls are
 // serialised by an internal mutex). Do not carry an open object across fork(): open a new one in
 // the child.
 #pragma once
-
-#include <dfgnn/dfgnn.h>
 
 #include "db_error.hpp"
 
@@ -65,7 +66,7 @@ namespace dfgnn::db {
 
 // Schema version written by this build (PRAGMA user_version). Older files are migrated (a user
 // database in place, a site database in memory); newer ones are refused.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // ------------------------------------------------------------------------------------------
 // Keys
@@ -90,24 +91,29 @@ std::string environment_class(const EnvironmentInfo& env);
 // What is computed, as far as the database cares. The fields are opaque integers to the
 // database; by convention model/dtype are the dfgnn_model_t/dfgnn_dtype_t values, direction is
 // the pass tuned (e.g. dfgnn::PassKind: 0 forward, 1 backward row side, 2 backward column side)
-// and variant holds any further caller-defined key bits that change the best schedule or its
-// validity (e.g. deterministic flag, vector-width limit); use 0 when unused.
+// and key_bits holds any further caller-defined facts packed into one integer that change the best
+// schedule or its validity (the runtime's KeyBits: vector-width limit, edge features); 0 when unused.
+// Column `key_bits` of table results (named `variant` in schema version 1).
 struct OpKey {
   int32_t model = 0;
   int32_t dtype = 0;
   int32_t heads = 1;
   int32_t dim = 1;
   int32_t direction = 0;
-  int32_t variant = 0;
+  int32_t key_bits = 0;
   bool operator==(const OpKey&) const = default;
 };
 
-// Stable identity of a fingerprint: XXH64 (hex, 16 digits) of its dfgnnFingerprintSerialize text.
-std::string fingerprint_hash(const dfgnn_fingerprint_t& fp);
-// Its text form (dfgnnFingerprintSerialize) and coarse bucket key (dfgnnFingerprintBucketKey).
-// Throw DbError (InvalidArgument) if the fingerprint cannot be serialised.
-std::string fingerprint_text(const dfgnn_fingerprint_t& fp);
-std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp);
+// A graph's fingerprint as the caller hands it over: its text form (the runtime's
+// dfgnnFingerprintSerialize; stored and returned as given) and its coarse bucket key (the runtime's
+// dfgnnFingerprintBucketKey), which candidates_for can filter by.
+struct FingerprintText {
+  std::string text;
+  std::string bucket_key;
+};
+// Stable identity of a fingerprint: XXH64 (hex, 16 digits) of its text. The database checks every
+// stored fingerprint against it, so a tampered text is a miss.
+std::string fingerprint_hash(const std::string& text);
 
 // ------------------------------------------------------------------------------------------
 // Rows
@@ -142,7 +148,7 @@ CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const s
 struct TuningRun {
   EnvironmentInfo environment;
   OpKey op;
-  dfgnn_fingerprint_t fingerprint{};
+  FingerprintText fingerprint;   // non-empty, printable text and bucket key
   std::string default_schedule;  // the default rule's schedule for this problem ("" if unknown)
   std::vector<CandidateStat> candidates;  // measured candidates (failed ones left out), any order
   // Provenance. Empty / 0 fields are filled in: host = gethostname(), unix_time = now,
@@ -171,7 +177,7 @@ struct TuningResult {
   std::string template_hash;
   std::string library_version;
   OpKey op;
-  dfgnn_fingerprint_t fingerprint{};
+  std::string fingerprint_text;  // as stored (FingerprintText::text); the caller parses it
   std::string fingerprint_hash;
   std::string bucket_key;
   // Winner.
@@ -333,13 +339,12 @@ class TuningDb {
   // The validated result for (current environment's class and build stamp, op, fingerprint), or
   // nullopt. An empty template_hash / library_version in `current` matches any (for tools; the
   // most recent matching row wins); dispatch must give both.
-  std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
-                                         const dfgnn_fingerprint_t& fp);
+  // The fingerprint is given by its fingerprint_hash().
   std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
                                          const std::string& fingerprint_hash);
   // All validated results of the current environment class and build stamp for op (optionally
-  // only those in one fingerprint bucket), each with its parsed fingerprint, ordered by
-  // fingerprint hash: the caller picks the nearest with dfgnnFingerprintDistance.
+  // only those in one fingerprint bucket), each with its fingerprint text, ordered by fingerprint
+  // hash: the caller parses the texts and picks the nearest (the runtime: fingerprint distance).
   std::vector<TuningResult> candidates_for(const EnvironmentInfo& current, const OpKey& op,
                                            const std::optional<std::string>& bucket_key = std::nullopt);
   // Pooled statistics of every candidate of a result (by TuningResult::id), best mean first.
@@ -461,7 +466,7 @@ class LayeredDb {
   // read-only layer that fails is dropped for the rest of this object's life (logged once). Rows
   // come with `layer` set. Never throw.
   std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
-                                         const dfgnn_fingerprint_t& fp);
+                                         const std::string& fingerprint_hash);
   // Union over layers; for a fingerprint present in several layers the higher layer's row wins.
   std::vector<TuningResult> candidates_for(const EnvironmentInfo& current, const OpKey& op,
                                            const std::optional<std::string>& bucket_key = std::nullopt);

@@ -1,5 +1,7 @@
 """Model and dtype names, op descriptions, and the inputs each model reads."""
 
+import warnings
+
 from . import _dfgnn
 from ._errors import InvalidArgumentError, invalid_argument
 
@@ -115,8 +117,11 @@ def check_dropout_seed(seed, limit=_SEED_LIMIT, limit_text="2**64"):
 
 def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None,
             dropout=0.0, dropout_seed=0, edge_features=False):
-    """A :class:`dfgnn.Op` with PyG's defaults (slope 0.2, scale 1/sqrt(D), deterministic, no
-    dropout), overridden where given. ``scale=None`` keeps 1/sqrt(D).
+    """A :class:`dfgnn.Op` with PyG's defaults (slope 0.2, scale 1/sqrt(D), no dropout), overridden
+    where given. ``scale=None`` keeps 1/sqrt(D). Every kernel is deterministic (bitwise reproducible).
+
+    ``deterministic``: deprecated and ignored (a DeprecationWarning when given); it goes in the next
+    release. The op no longer has the field (C ABI version 1).
 
     ``dropout``: attention dropout probability in [0, 1): each (edge, head) weight is dropped with
     that probability and the kept ones are scaled by 1 / (1 - dropout); the softmax normaliser (and
@@ -135,7 +140,8 @@ def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scal
     if scale is not None:
         op.scale = float(scale)
     if deterministic is not None:
-        op.deterministic = 1 if deterministic else 0
+        warnings.warn("make_op(deterministic=...) is deprecated and ignored: every dfgnn kernel is deterministic",
+                      DeprecationWarning, stacklevel=2)
     if dropout > 0:  # without dropout the seed is not used: ops stay equal whatever seed was given
         op.dropout = dropout
         if not op.dropout < 1.0:

@@ -76,7 +76,8 @@ def _op_for(graph, model, inputs, heads, dim, dtype, negative_slope, scale, dete
 def op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scale=None, deterministic=None,
        dropout=0.0, dropout_seed=0, edge_features=False):
     """A :class:`dfgnn.Op` (PyG's defaults unless overridden), for :func:`workspace_size`,
-    :func:`schedule`, :func:`list_schedules` and :func:`compile`."""
+    :func:`schedule`, :func:`list_schedules` and :func:`compile`. ``deterministic`` is deprecated
+    and ignored (every kernel is deterministic)."""
     return make_op(model, dtype, heads, dim, negative_slope=negative_slope, scale=scale, deterministic=deterministic,
                    dropout=dropout, dropout_seed=dropout_seed, edge_features=edge_features)
 
@@ -100,7 +101,7 @@ def _workspace(ctx, graph, op, direction, schedule, workspace, allocator):
 
 
 def forward(graph, model, inputs, out, lse=None, *, heads=None, dim=None, dtype=None, negative_slope=0.2,
-            scale=None, deterministic=True, dropout=0.0, dropout_seed=0, stream=0, workspace=None, allocator=None,
+            scale=None, deterministic=None, dropout=0.0, dropout_seed=0, stream=0, workspace=None, allocator=None,
             schedule=None, context=None):
     """Fused forward: writes ``out`` [N, H, D] (op dtype) and, if given, ``lse`` [N, H] (float32,
     the per-(node, head) log-sum-exp the backward needs).
@@ -122,7 +123,7 @@ def forward(graph, model, inputs, out, lse=None, *, heads=None, dim=None, dtype=
 
 
 def backward(graph, model, inputs, out, lse, grad_out, grads, *, heads=None, dim=None, dtype=None,
-             negative_slope=0.2, scale=None, deterministic=True, dropout=0.0, dropout_seed=0, stream=0,
+             negative_slope=0.2, scale=None, deterministic=None, dropout=0.0, dropout_seed=0, stream=0,
              workspace=None, allocator=None, schedule=None, context=None):
     """Fused backward: given the forward's ``inputs``, ``out`` and ``lse`` and d(loss)/d(out)
     (``grad_out``), writes (does not add to) the gradient of every input into ``grads``, a dict

@@ -990,14 +990,13 @@ NB_MODULE(_dfgnn, m) {
           [](dfgnn_op_t* self, dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t heads, int32_t dim) {
             new (self) dfgnn_op_t(dfgnnOpDefault(model, dtype, heads, dim));
           },
-          "model"_a, "dtype"_a, "heads"_a, "dim"_a, "PyG's defaults (dfgnnOpDefault): slope 0.2, scale 1/sqrt(D), deterministic")
+          "model"_a, "dtype"_a, "heads"_a, "dim"_a, "PyG's defaults (dfgnnOpDefault): slope 0.2, scale 1/sqrt(D), no dropout")
       .def_rw("model", &dfgnn_op_t::model)
       .def_rw("dtype", &dfgnn_op_t::dtype)
       .def_rw("heads", &dfgnn_op_t::heads)
       .def_rw("dim", &dfgnn_op_t::dim)
       .def_rw("negative_slope", &dfgnn_op_t::negative_slope)
       .def_rw("scale", &dfgnn_op_t::scale)
-      .def_rw("deterministic", &dfgnn_op_t::deterministic)
       .def_rw("dropout", &dfgnn_op_t::dropout, "attention dropout probability in [0, 1)")
       .def_rw("dropout_seed", &dfgnn_op_t::dropout_seed, "seed of the dropout mask (the backward needs the forward's)")
       .def_rw("edge_features", &dfgnn_op_t::edge_features,
@@ -1007,7 +1006,7 @@ NB_MODULE(_dfgnn, m) {
         std::ostringstream s;
         s << "Op(model=" << model_name(o.model) << ", dtype=" << dtype_name(dl_dtype_of(o.dtype))
           << ", heads=" << o.heads << ", dim=" << o.dim << ", negative_slope=" << o.negative_slope
-          << ", scale=" << o.scale << ", deterministic=" << o.deterministic;
+          << ", scale=" << o.scale;
         if (o.dropout > 0) s << ", dropout=" << o.dropout << ", dropout_seed=" << o.dropout_seed;
         if (o.edge_features) s << ", edge_features=" << o.edge_features;
         s << ")";

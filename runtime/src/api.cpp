@@ -296,7 +296,6 @@ dfgnn_op_t dfgnnOpDefault(dfgnn_model_t model, dfgnn_dtype_t dtype, int32_t head
   op.dim = dim;
   op.negative_slope = 0.2f;
   op.scale = 0.0f;
-  op.deterministic = 1;
   op.dropout = 0.0f;
   op.dropout_seed = 0;
   op.edge_features = 0;

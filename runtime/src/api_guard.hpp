@@ -14,6 +14,11 @@ namespace dfgnn {
 void set_last_error(const std::string& message);
 void clear_last_error();
 
+// The C API status of a tuning database error.
+inline dfgnn_status_t db_status(const db::DbError& e) noexcept {
+  return e.kind() == db::ErrorKind::InvalidArgument ? DFGNN_STATUS_INVALID_ARGUMENT : DFGNN_STATUS_DATABASE_ERROR;
+}
+
 template <typename F>
 dfgnn_status_t guard(F&& body) noexcept {
   try {
@@ -24,7 +29,7 @@ dfgnn_status_t guard(F&& body) noexcept {
     return e.status();
   } catch (const db::DbError& e) {  // the tuning database's own error type
     set_last_error(e.what());
-    return e.status();
+    return db_status(e);
   } catch (const std::bad_alloc&) {
     set_last_error("out of host memory");
     return DFGNN_STATUS_OUT_OF_MEMORY;

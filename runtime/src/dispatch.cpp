@@ -50,14 +50,15 @@ double distance_from_environment() {
   return d;
 }
 
-PassProblem problem_of_row(const db::TuningResult& row) {
+// The problem a row was tuned for; its fingerprint is `fp`, the row's parsed text.
+PassProblem problem_of_row(const db::TuningResult& row, const dfgnn_fingerprint_t& fp) {
   PassProblem p;
   p.op = dfgnnOpDefault(static_cast<dfgnn_model_t>(row.op.model), static_cast<dfgnn_dtype_t>(row.op.dtype),
                         row.op.heads, row.op.dim);
-  const KeyBits bits = unpack_key_bits(row.op.variant);
+  const KeyBits bits = unpack_key_bits(row.op.key_bits);
   p.op.edge_features = bits.edge_features;
   p.pass = static_cast<PassKind>(row.op.direction);
-  p.fingerprint = &row.fingerprint;
+  p.fingerprint = &fp;
   p.max_vec = bits.max_vec;
   return p;
 }
@@ -113,9 +114,11 @@ std::shared_ptr<TuningHook> tuning_hook() {
   return registered_hook;
 }
 
-int32_t pack_key_bits(const KeyBits& bits) { return bits.max_vec + kEdgeVariant * bits.edge_features; }
+int32_t pack_key_bits(const KeyBits& bits) { return bits.max_vec + kEdgeFeaturesKeyBits * bits.edge_features; }
 
-KeyBits unpack_key_bits(int32_t variant) { return {variant % kEdgeVariant, variant / kEdgeVariant}; }
+KeyBits unpack_key_bits(int32_t key_bits) {
+  return {key_bits % kEdgeFeaturesKeyBits, key_bits / kEdgeFeaturesKeyBits};
+}
 
 db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
   db::OpKey k;
@@ -124,18 +127,27 @@ db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
   k.heads = op.heads;
   k.dim = op.dim;
   k.direction = static_cast<int32_t>(pass);
-  k.variant = pack_key_bits({max_vec, op.edge_features ? 1 : 0});
+  k.key_bits = pack_key_bits({max_vec, op.edge_features ? 1 : 0});
   return k;
+}
+
+db::FingerprintText db_fingerprint(const dfgnn_fingerprint_t& fp) {
+  return {serialize_fingerprint(fp), fingerprint_bucket_key(fp)};
 }
 
 std::string row_problem(const db::TuningResult& row) {
   try {
     if (row.op.direction < 0 || row.op.direction > 2) return fmt::format("pass {} is unknown", row.op.direction);
-    const KeyBits bits = unpack_key_bits(row.op.variant);
-    if (row.op.variant < 0 || bits.max_vec < 1 || bits.max_vec > 8 || bits.edge_features > 1)
-      return fmt::format("variant {} is not a vector limit 1..8 plus {} for edge features", row.op.variant, kEdgeVariant);
-    const PassProblem problem = problem_of_row(row);
-    validate_op(problem.op, row.fingerprint.num_nodes, row.fingerprint.num_edges);
+    const KeyBits bits = unpack_key_bits(row.op.key_bits);
+    if (row.op.key_bits < 0 || bits.max_vec < 1 || bits.max_vec > 8 || bits.edge_features > 1)
+      return fmt::format("key bits {} are not a vector limit 1..8 plus {} for edge features", row.op.key_bits,
+                         kEdgeFeaturesKeyBits);
+    const dfgnn_fingerprint_t fp = parse_fingerprint(row.fingerprint_text);
+    if (serialize_fingerprint(fp) != row.fingerprint_text) return "fingerprint text is not in canonical form";
+    if (fingerprint_bucket_key(fp) != row.bucket_key)
+      return fmt::format("bucket key '{}' is not the fingerprint's ('{}')", row.bucket_key, fingerprint_bucket_key(fp));
+    const PassProblem problem = problem_of_row(row, fp);
+    validate_op(problem.op, fp.num_nodes, fp.num_edges);
     const Schedule s = parse_schedule(row.schedule);
     if (static_cast<int32_t>(s.solver) != row.solver_id)
       return fmt::format("solver id {} does not match schedule '{}'", row.solver_id, row.schedule);
@@ -267,7 +279,7 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
       return false;
     }
   };
-  if (auto row = layers->find_exact(env, key, fp)) {
+  if (auto row = layers->find_exact(env, key, db::fingerprint_hash(serialize_fingerprint(fp)))) {
     Decision d;
     if (usable(*row, d.schedule)) {
       d.level = d.origin = DispatchLevel::Exact;
@@ -291,7 +303,7 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
   std::vector<Neighbour> neighbours;
   const double radius = max_distance_;
   for (db::TuningResult& row : layers->candidates_for(env, key)) {
-    const double distance = fingerprint_distance(fp, row.fingerprint);
+    const double distance = fingerprint_distance(fp, parse_fingerprint(row.fingerprint_text));  // validated rows
     if (distance <= 2 * radius) neighbours.push_back({distance, std::move(row)});
   }
   std::sort(neighbours.begin(), neighbours.end(), [](const Neighbour& a, const Neighbour& b) {

@@ -69,19 +69,23 @@ std::shared_ptr<TuningHook> tuning_hook();
 
 enum class TuneMode { Off = 0, OnMiss = 1 };
 
-// The runtime's key bits beyond the op's shape, stored in the database's OpKey::variant column:
-// the vector-width limit (it changes validity) and whether the op has edge features (other
-// kernels, other winners), packed as max_vec + kEdgeVariant * edge_features.
-constexpr int32_t kEdgeVariant = 16;
+// The runtime's key bits beyond the op's shape, stored in the database's OpKey::key_bits: the
+// vector-width limit (it changes validity) and whether the op has edge features (other kernels,
+// other winners), packed as max_vec + kEdgeFeaturesKeyBits * edge_features.
+constexpr int32_t kEdgeFeaturesKeyBits = 16;
 struct KeyBits {
   int32_t max_vec = 1;
   int32_t edge_features = 0;
 };
 int32_t pack_key_bits(const KeyBits& bits);
-KeyBits unpack_key_bits(int32_t variant);  // unchecked: see row_problem for the range check
+KeyBits unpack_key_bits(int32_t key_bits);  // unchecked: see row_problem for the range check
 // The database key of a pass.
 db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
-// Checks a database row against the problem it would serve: "" if usable, else the reason.
+// A fingerprint as the database keeps it (the database takes text and never parses it): its
+// serialised form and bucket key. Its identity is db::fingerprint_hash(text).
+db::FingerprintText db_fingerprint(const dfgnn_fingerprint_t& fp);
+// Checks a database row against the problem it would serve: "" if usable, else the reason. Also
+// judges its fingerprint text: it must parse, be in canonical form and match the row's bucket key.
 std::string row_problem(const db::TuningResult& row);
 
 class Dispatcher {

@@ -124,7 +124,7 @@ void put(const std::string& path, uint64_t graph_seed, const std::string& winner
   dfgnn::db::TuningRun run;
   run.environment = test_environment(gpu);
   run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
-  run.fingerprint = hub_fingerprint(graph_seed);
+  run.fingerprint = dfgnn::db_fingerprint(hub_fingerprint(graph_seed));
   run.default_schedule = loser;
   run.host = "node-a";
   run.tool_version = "test";
@@ -545,7 +545,7 @@ TEST(Cli, DbMergeOnAFullDiskCommitsNothing) {
       dfgnn::db::TuningRun run;
       run.environment = test_environment();
       run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
-      run.fingerprint = fp;
+      run.fingerprint = dfgnn::db_fingerprint(fp);
       run.default_schedule = kOther;
       run.host = "node-" + std::to_string(k);
       run.run_id = fmt::format("bulk-run-{:05d}", k);

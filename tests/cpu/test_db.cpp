@@ -4,7 +4,9 @@
 // user-over-site layering.
 #include "test_util.hpp"
 
+#include "api_guard.hpp"
 #include "db_error.hpp"
+#include "dispatch.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 #include "tuning_db.hpp"
@@ -67,7 +69,8 @@ struct TempDir {
   fs::path operator/(const std::string& name) const { return path / name; }
 };
 
-dfgnn_fingerprint_t make_fp(int k) {
+// Fingerprint k, as the runtime hands it to the database (db_fingerprint), and its identity.
+dfgnn_fingerprint_t fp_struct(int k) {
   dfgnn_fingerprint_t fp{};
   fp.version = DFGNN_FINGERPRINT_VERSION;
   fp.num_nodes = 1000 * (k + 1);
@@ -86,6 +89,8 @@ dfgnn_fingerprint_t make_fp(int k) {
   fp.hub_rows[0] = k;
   return fp;
 }
+dfgnn::db::FingerprintText make_fp(int k) { return dfgnn::db_fingerprint(fp_struct(k)); }
+std::string fp_hash(int k) { return dfgnn::db::fingerprint_hash(make_fp(k).text); }
 
 EnvironmentInfo h200() { return EnvironmentInfo{"NVIDIA H200", 90, 132, 12040, 12080, "0.1.0", "t-hash-1"}; }
 EnvironmentInfo a100() { return EnvironmentInfo{"NVIDIA A100-SXM4-80GB", 80, 108, 12040, 12080, "0.1.0", "t-hash-1"}; }
@@ -175,19 +180,37 @@ int64_t raw_int(const fs::path& p, const std::string& sql) {
   return v;
 }
 
+std::string raw_text(const fs::path& p, const std::string& sql) {
+  sqlite3* h = nullptr;
+  sqlite3_open_v2(p.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* s = nullptr;
+  std::string v = "(no row)";
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    if (const unsigned char* t = sqlite3_column_text(s, 0)) v = reinterpret_cast<const char*>(t);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return v;
+}
+
+// A caught database error with the C API status the runtime reports for it (db_status).
+struct CaughtDbError : dfgnn::db::DbError {
+  explicit CaughtDbError(const dfgnn::db::DbError& e) : DbError(e) {}
+  dfgnn_status_t status() const { return dfgnn::db_status(*this); }
+};
+
 // Runs f, which must throw the database's error; returns it (its status(), kind() and message).
 template <typename F>
-dfgnn::db::DbError expect_error(F&& f) {
+CaughtDbError expect_error(F&& f) {
   try {
     f();
   } catch (const dfgnn::db::DbError& e) {
-    return e;
+    return CaughtDbError(e);
   } catch (const std::exception& e) {
     ADD_FAILURE() << "expected a dfgnn::db::DbError, got: " << e.what();
-    return dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, "");
+    return CaughtDbError(dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, ""));
   }
   ADD_FAILURE() << "expected a dfgnn::db::DbError";
-  return dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, "");
+  return CaughtDbError(dfgnn::db::DbError(dfgnn::db::ErrorKind::Other, ""));
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -199,7 +222,7 @@ std::map<std::string, std::string> snapshot(TuningDb& db) {
     const TuningResult& r = l.result;
     std::ostringstream k, v;
     k << r.env_class << '|' << r.template_hash << '|' << r.library_version << '|' << r.op.model << ',' << r.op.dtype
-      << ',' << r.op.heads << ',' << r.op.dim << ',' << r.op.direction << ',' << r.op.variant << '|'
+      << ',' << r.op.heads << ',' << r.op.dim << ',' << r.op.direction << ',' << r.op.key_bits << '|'
       << r.fingerprint_hash;
     v << std::hexfloat << l.problem << '|' << r.solver_id << '|' << r.schedule << '|' << r.stats.count << ','
       << r.stats.median_ms << ',' << r.stats.mean_ms << ',' << r.stats.variance << ',' << r.stats.min_ms << '|'
@@ -280,47 +303,47 @@ TEST(TuningDbBasic, PutThenFindExact) {
   EXPECT_EQ(put->environment, h200());
   EXPECT_EQ(put->runs, 1);
   EXPECT_EQ(put->env_class, "NVIDIA H200|sm_90|132");
-  EXPECT_EQ(put->fingerprint_hash, dfgnn::db::fingerprint_hash(make_fp(1)));
-  EXPECT_EQ(put->bucket_key, dfgnn::db::fingerprint_bucket_key(make_fp(1)));
+  EXPECT_EQ(put->fingerprint_hash, fp_hash(1));
+  EXPECT_EQ(put->bucket_key, make_fp(1).bucket_key);
   EXPECT_EQ(put->source, (dir / "sub/dir/tuning.db").string());
 
-  auto hit = db->find_exact(h200(), op_gat(), make_fp(1));
+  auto hit = db->find_exact(h200(), op_gat(), fp_hash(1));
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(hit->schedule, sched(16));
-  EXPECT_EQ(dfgnn::db::fingerprint_hash(hit->fingerprint), hit->fingerprint_hash);
-  EXPECT_EQ(hit->fingerprint.num_edges, make_fp(1).num_edges);
+  EXPECT_EQ(hit->fingerprint_text, make_fp(1).text);  // the caller's text, returned as given
+  EXPECT_EQ(dfgnn::db::fingerprint_hash(hit->fingerprint_text), hit->fingerprint_hash);
 
   // Misses: another fingerprint, op, direction, GPU class, SM count.
-  EXPECT_FALSE(db->find_exact(h200(), op_gat(), make_fp(2)));
-  EXPECT_FALSE(db->find_exact(h200(), OpKey{0, 0, 4, 32, 0, 0}, make_fp(1)));
-  EXPECT_FALSE(db->find_exact(h200(), op_gat(1), make_fp(1)));
-  EXPECT_FALSE(db->find_exact(h200(), OpKey{0, 0, 4, 64, 0, 1}, make_fp(1)));
-  EXPECT_FALSE(db->find_exact(a100(), op_gat(), make_fp(1)));
+  EXPECT_FALSE(db->find_exact(h200(), op_gat(), fp_hash(2)));
+  EXPECT_FALSE(db->find_exact(h200(), OpKey{0, 0, 4, 32, 0, 0}, fp_hash(1)));
+  EXPECT_FALSE(db->find_exact(h200(), op_gat(1), fp_hash(1)));
+  EXPECT_FALSE(db->find_exact(h200(), OpKey{0, 0, 4, 64, 0, 1}, fp_hash(1)));
+  EXPECT_FALSE(db->find_exact(a100(), op_gat(), fp_hash(1)));
   EnvironmentInfo cut = h200();
   cut.sm_count = 114;
-  EXPECT_FALSE(db->find_exact(cut, op_gat(), make_fp(1)));
+  EXPECT_FALSE(db->find_exact(cut, op_gat(), fp_hash(1)));
   // Stale build: a different template hash or library version is a miss...
   EnvironmentInfo stale = h200();
   stale.template_hash = "t-hash-2";
-  EXPECT_FALSE(db->find_exact(stale, op_gat(), make_fp(1)));
+  EXPECT_FALSE(db->find_exact(stale, op_gat(), fp_hash(1)));
   stale = h200();
   stale.library_version = "0.2.0";
-  EXPECT_FALSE(db->find_exact(stale, op_gat(), make_fp(1)));
+  EXPECT_FALSE(db->find_exact(stale, op_gat(), fp_hash(1)));
   // ...while driver / NVRTC versions are not part of the key, and tools may leave the stamp empty.
   EnvironmentInfo newer_driver = h200();
   newer_driver.driver_version = 13000;
-  EXPECT_TRUE(db->find_exact(newer_driver, op_gat(), make_fp(1)));
+  EXPECT_TRUE(db->find_exact(newer_driver, op_gat(), fp_hash(1)));
   EnvironmentInfo any = h200();
   any.template_hash.clear();
   any.library_version.clear();
-  EXPECT_TRUE(db->find_exact(any, op_gat(), make_fp(1)));
+  EXPECT_TRUE(db->find_exact(any, op_gat(), fp_hash(1)));
 
   // Results of the new build are kept apart from the old build's.
   stale = h200();
   stale.template_hash = "t-hash-2";
   ASSERT_TRUE(db->put_result(make_run(stale, op_gat(), 1, {cand(sched(4), 0.5)})));
-  EXPECT_EQ(db->find_exact(stale, op_gat(), make_fp(1))->schedule, sched(4));
-  EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(1))->schedule, sched(16));
+  EXPECT_EQ(db->find_exact(stale, op_gat(), fp_hash(1))->schedule, sched(4));
+  EXPECT_EQ(db->find_exact(h200(), op_gat(), fp_hash(1))->schedule, sched(16));
   EXPECT_TRUE(db->verify().empty());
 }
 
@@ -416,8 +439,15 @@ TEST(TuningDbBasic, RejectsMalformedRuns) {
   EnvironmentInfo no_stamp = h200();
   no_stamp.template_hash.clear();
   EXPECT_EQ(status_of(make_run(no_stamp, op_gat(), 1, {cand(sched(32), 1)})), DFGNN_STATUS_INVALID_ARGUMENT);
+  // The fingerprint is opaque text here, but there must be one, printable, with a bucket key.
   TuningRun bad_fp = make_run(h200(), op_gat(), 1, {cand(sched(32), 1)});
-  bad_fp.fingerprint.version = 99;
+  bad_fp.fingerprint.text.clear();
+  EXPECT_EQ(status_of(bad_fp), DFGNN_STATUS_INVALID_ARGUMENT);
+  bad_fp = make_run(h200(), op_gat(), 1, {cand(sched(32), 1)});
+  bad_fp.fingerprint.bucket_key.clear();
+  EXPECT_EQ(status_of(bad_fp), DFGNN_STATUS_INVALID_ARGUMENT);
+  bad_fp = make_run(h200(), op_gat(), 1, {cand(sched(32), 1)});
+  bad_fp.fingerprint.text += '\n';
   EXPECT_EQ(status_of(bad_fp), DFGNN_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(db->stats().runs, 0);
   // A site (read-only) database refuses writes.
@@ -438,20 +468,20 @@ TEST(TuningDbBasic, CandidatesForNearestNeighbourSearch) {
   const auto all = db->candidates_for(h200(), op_gat());
   ASSERT_EQ(all.size(), 4u);
   std::set<std::string> hashes;
+  std::map<std::string, dfgnn::db::FingerprintText> stored;  // hash -> what was handed over
+  for (int k = 0; k < 4; ++k) stored[fp_hash(k)] = make_fp(k);
   for (const TuningResult& r : all) {
     hashes.insert(r.fingerprint_hash);
-    EXPECT_EQ(dfgnn::db::fingerprint_hash(r.fingerprint), r.fingerprint_hash);
+    ASSERT_EQ(stored.count(r.fingerprint_hash), 1u) << r.fingerprint_hash;
+    EXPECT_EQ(r.fingerprint_text, stored[r.fingerprint_hash].text);  // returned as given, for the caller's distance
+    EXPECT_EQ(r.bucket_key, stored[r.fingerprint_hash].bucket_key);
     EXPECT_EQ(r.schedule, sched(8));
-    double d = -1;
-    const dfgnn_fingerprint_t probe = make_fp(1);
-    ASSERT_EQ(dfgnnFingerprintDistance(&r.fingerprint, &probe, &d), DFGNN_STATUS_SUCCESS);
-    EXPECT_GE(d, 0);
   }
   EXPECT_EQ(hashes.size(), 4u);
   EXPECT_TRUE(std::is_sorted(all.begin(), all.end(), [](const TuningResult& a, const TuningResult& b) {
     return a.fingerprint_hash < b.fingerprint_hash;
   }));
-  const std::string bucket = dfgnn::db::fingerprint_bucket_key(make_fp(2));
+  const std::string bucket = make_fp(2).bucket_key;
   const auto in_bucket = db->candidates_for(h200(), op_gat(), bucket);
   ASSERT_GE(in_bucket.size(), 1u);
   for (const TuningResult& r : in_bucket) EXPECT_EQ(r.bucket_key, bucket);
@@ -511,8 +541,10 @@ TEST(TuningDbSchema, NewerVersionIsRefusedAndLeftUntouched) {
   raw_exec(p, "PRAGMA user_version = 7");
   const std::string bytes = read_bytes(p);
   const auto e = expect_error([&] { TuningDb::open_user(p); });
-  EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
-  EXPECT_TRUE(contains(e.what(), "schema version 7 is newer than this dfgnn supports (1)")) << e.what();
+  EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
+  EXPECT_TRUE(contains(e.what(), fmt::format("schema version 7 is newer than this dfgnn supports ({})",
+                                            dfgnn::db::kSchemaVersion)))
+      << e.what();
   EXPECT_TRUE(contains(e.what(), p.string())) << e.what();
   EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_site(p); }).what(), "newer than this dfgnn supports"));
   EXPECT_EQ(read_bytes(p), bytes);
@@ -522,7 +554,7 @@ TEST(TuningDbSchema, EmptyFileIsInitialisedForeignFileRefused) {
   TempDir dir;
   write_bytes(dir / "empty.db", "");
   auto db = TuningDb::open_user(dir / "empty.db");
-  EXPECT_EQ(db->schema_version(), 1);
+  EXPECT_EQ(db->schema_version(), dfgnn::db::kSchemaVersion);
   EXPECT_EQ(raw_int(dir / "empty.db", "PRAGMA application_id"), dfgnn::db::detail::kApplicationId);
   // Another application's SQLite file: not ours, refused, untouched.
   raw_exec(dir / "foreign.db", "CREATE TABLE customers (name TEXT); INSERT INTO customers VALUES ('x')");
@@ -552,44 +584,94 @@ TEST(TuningDbSchema, OlderVersionIsMigrated) {
     v1->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(16), 0.5)}));
     v1->export_to(dir / "site-v1.db");
   }
-  // A future build with one more step (v1 -> v2): the user file is migrated in place.
+  // A future build with one more step (now -> next): the user file is migrated in place.
+  constexpr int now = dfgnn::db::kSchemaVersion, next = now + 1;
   std::vector<Migration> v2_steps = dfgnn::db::detail::builtin_migrations();
-  v2_steps.push_back(Migration{1, "test: add results.note", &add_note_column});
+  v2_steps.push_back(Migration{now, "test: add results.note", &add_note_column});
   TuningDb::Options o2;
   o2.migrations = &v2_steps;
   {
     auto v2 = TuningDb::open_user(p, o2);
-    EXPECT_EQ(v2->schema_version(), 2);
-    auto hit = v2->find_exact(h200(), op_gat(), make_fp(1));
+    EXPECT_EQ(v2->schema_version(), next);
+    auto hit = v2->find_exact(h200(), op_gat(), fp_hash(1));
     ASSERT_TRUE(hit);
     EXPECT_EQ(hit->schedule, sched(16));
     v2->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)}));
     EXPECT_TRUE(v2->verify().empty());
   }
-  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 2);
+  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), next);
   EXPECT_EQ(raw_int(p, "SELECT count(*) FROM results WHERE note = 'migrated'"), 2);
-  // This build (v1) now refuses the file.
+  // This build now refuses the file.
   EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_user(p); }).what(),
-                       "schema version 2 is newer than this dfgnn supports (1)"));
-  // A read-only v1 site file is migrated in memory; the file is not touched.
+                       fmt::format("schema version {} is newer than this dfgnn supports ({})", next, now)));
+  // A read-only older site file is migrated in memory; the file is not touched.
   const std::string site_bytes = read_bytes(dir / "site-v1.db");
   {
     auto site = TuningDb::open_site(dir / "site-v1.db", o2);
-    EXPECT_EQ(site->schema_version(), 2);
-    EXPECT_TRUE(site->find_exact(h200(), op_gat(), make_fp(1)));
+    EXPECT_EQ(site->schema_version(), next);
+    EXPECT_TRUE(site->find_exact(h200(), op_gat(), fp_hash(1)));
   }
   EXPECT_EQ(read_bytes(dir / "site-v1.db"), site_bytes);
   // A failing step rolls the whole migration back.
   std::vector<Migration> broken = dfgnn::db::detail::builtin_migrations();
-  broken.push_back(Migration{1, "test: broken", &failing_step});
+  broken.push_back(Migration{now, "test: broken", &failing_step});
   TuningDb::Options ob;
   ob.migrations = &broken;
   fs::copy_file(dir / "site-v1.db", dir / "v1.db");
   const auto e = expect_error([&] { TuningDb::open_user(dir / "v1.db", ob); });
-  EXPECT_TRUE(contains(e.what(), "migration \"test: broken\" (version 1 -> 2) failed")) << e.what();
-  EXPECT_EQ(raw_int(dir / "v1.db", "PRAGMA user_version"), 1);
+  EXPECT_TRUE(contains(e.what(), fmt::format("migration \"test: broken\" (version {} -> {}) failed", now, next)))
+      << e.what();
+  EXPECT_EQ(raw_int(dir / "v1.db", "PRAGMA user_version"), now);
   EXPECT_EQ(raw_int(dir / "v1.db", "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'doomed'"), 0);
-  EXPECT_TRUE(TuningDb::open_user(dir / "v1.db")->find_exact(h200(), op_gat(), make_fp(1)));
+  EXPECT_TRUE(TuningDb::open_user(dir / "v1.db")->find_exact(h200(), op_gat(), fp_hash(1)));
+}
+
+// Schema 1 named OpKey::key_bits's column `variant`: a version-1 file (user or site) is migrated to the
+// column's new name with its rows, and answers as before.
+TEST(TuningDbSchema, Version1VariantColumnBecomesKeyBits) {
+  using dfgnn::db::detail::Migration;
+  TempDir dir;
+  const fs::path p = dir / "v1.db";
+  OpKey op = op_gat();
+  op.key_bits = 20;
+  {
+    auto db = TuningDb::open_user(p);
+    db->put_result(make_run(h200(), op, 1, {cand(sched(32), 1), cand(sched(16), 0.5)}));
+  }
+  // Undo step 1 -> 2 by hand, and check the result is exactly what schema 1 creates.
+  raw_exec(p, "ALTER TABLE results RENAME COLUMN key_bits TO variant; PRAGMA user_version = 1");
+  const std::vector<Migration> v1_steps = {dfgnn::db::detail::builtin_migrations().front()};
+  TuningDb::Options o1;
+  o1.migrations = &v1_steps;
+  TuningDb::open_user(dir / "fresh-v1.db", o1);
+  const std::string objects = "SELECT group_concat(type || name || sql, ';') FROM "
+                              "(SELECT * FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name)";
+  ASSERT_EQ(raw_text(p, objects), raw_text(dir / "fresh-v1.db", objects));
+  ASSERT_EQ(raw_int(p, "SELECT count(*) FROM results WHERE variant = 20"), 1);
+  fs::copy_file(p, dir / "site-v1.db");
+  const std::string site_bytes = read_bytes(dir / "site-v1.db");
+
+  {
+    auto db = TuningDb::open_user(p);
+    EXPECT_EQ(db->schema_version(), 2);
+    const auto hit = db->find_exact(h200(), op, fp_hash(1));
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->op, op);
+    EXPECT_EQ(hit->schedule, sched(16));
+    EXPECT_FALSE(db->find_exact(h200(), op_gat(), fp_hash(1)));  // other key bits: another problem
+    EXPECT_TRUE(db->verify().empty());  // also: the migrated schema matches a new file's
+  }
+  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 2);
+  EXPECT_EQ(raw_int(p, "SELECT count(*) FROM pragma_table_info('results') WHERE name = 'variant'"), 0);
+  EXPECT_EQ(raw_int(p, "SELECT count(*) FROM results WHERE key_bits = 20"), 1);
+  {
+    auto site = TuningDb::open_site(dir / "site-v1.db");  // migrated in memory, the file untouched
+    EXPECT_EQ(site->schema_version(), 2);
+    const auto hit = site->find_exact(h200(), op, fp_hash(1));
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->schedule, sched(16));
+  }
+  EXPECT_EQ(read_bytes(dir / "site-v1.db"), site_bytes);
 }
 
 // ------------------------------------------------------------------ robustness
@@ -603,7 +685,7 @@ TEST(TuningDbRobustness, GarbageFileGivesClearErrorAndIsKept) {
     const fs::path p = dir / "garbage.db";
     write_bytes(p, content);
     const auto e = expect_error([&] { TuningDb::open_user(p); });
-    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
     EXPECT_TRUE(contains(e.what(), p.string())) << e.what();
     EXPECT_TRUE(contains(e.what(), "not an SQLite database")) << e.what();
     EXPECT_EQ(expect_error([&] { TuningDb::open_site(p); }).status(), DFGNN_STATUS_DATABASE_ERROR);
@@ -621,7 +703,7 @@ TEST(TuningDbRobustness, GarbageFileGivesClearErrorAndIsKept) {
   }
   write_bytes(dir / "mixed.db", header_then_garbage);
   const auto e = expect_error([&] { TuningDb::open_user(dir / "mixed.db"); });
-  EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+  EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
   EXPECT_TRUE(contains(e.what(), "SQLite")) << e.what();
   EXPECT_EQ(read_bytes(dir / "mixed.db"), header_then_garbage);
 }
@@ -640,7 +722,7 @@ TEST(TuningDbRobustness, TruncatedFileGivesClearError) {
   for (size_t keep : {full.size() / 2, size_t{4096}, size_t{50}}) {
     write_bytes(p, full.substr(0, keep));
     const auto e = expect_error([&] { TuningDb::open_user(p); });
-    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
     EXPECT_TRUE(contains(e.what(), p.string()));
     EXPECT_TRUE(contains(e.what(), keep >= 100 ? "truncated" : "not an SQLite database")) << e.what();
     EXPECT_EQ(read_bytes(p).size(), keep);  // untouched
@@ -651,9 +733,9 @@ TEST(TuningDbRobustness, TruncatedFileGivesClearError) {
     LayeredDb layered(lo);
     EXPECT_EQ(layered.user(), nullptr);
     ASSERT_EQ(layered.open_errors().size(), 1u);
-    EXPECT_FALSE(layered.find_exact(h200(), op_gat(), make_fp(1)));
+    EXPECT_FALSE(layered.find_exact(h200(), op_gat(), fp_hash(1)));
     const auto w = expect_error([&] { layered.put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)})); });
-    EXPECT_EQ(w.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_EQ(dfgnn::db_status(w), DFGNN_STATUS_DATABASE_ERROR);
     EXPECT_TRUE(contains(w.what(), "unusable")) << w.what();
   }
 }
@@ -714,20 +796,20 @@ TEST(TuningDbRobustness, CorruptedPagesAreErrorsOrMissesNeverCrashes) {
     auto site = TuningDb::open_site(dir / "site.db");
     for (int k = 0; k < 120; ++k) {
       try {
-        if (auto r = site->find_exact(h200(), op_gat(), make_fp(k))) {
+        if (auto r = site->find_exact(h200(), op_gat(), fp_hash(k))) {
           EXPECT_EQ(r->schedule, sched(8));  // a hit is never a garbled row
           ++hits;
         } else {
           ++misses;
         }
       } catch (const dfgnn::db::DbError& e) {
-        EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+        EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
         ++errors;
       }
     }
     EXPECT_FALSE(site->verify().empty());
   } catch (const dfgnn::db::DbError& e) {
-    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
     ++errors;
   }
   EXPECT_GT(errors + misses, 0);
@@ -740,8 +822,8 @@ TEST(TuningDbRobustness, CorruptedPagesAreErrorsOrMissesNeverCrashes) {
   lo.user_path = dir / "user.db";
   lo.site_paths = std::vector<fs::path>{dir / "site.db"};
   LayeredDb layered(lo);
-  EXPECT_EQ(layered.find_exact(h200(), op_gat(), make_fp(7))->schedule, sched(16));
-  for (int k = 0; k < 120; ++k) EXPECT_NO_THROW(layered.find_exact(h200(), op_gat(), make_fp(k)));
+  EXPECT_EQ(layered.find_exact(h200(), op_gat(), fp_hash(7))->schedule, sched(16));
+  for (int k = 0; k < 120; ++k) EXPECT_NO_THROW(layered.find_exact(h200(), op_gat(), fp_hash(k)));
   EXPECT_NO_THROW(layered.candidates_for(h200(), op_gat()));
 }
 
@@ -794,7 +876,7 @@ TEST(TuningDbRobustness, WriterKilledMidTransactionLeavesUsableDatabase) {
   auto db = TuningDb::open_user(p);
   EXPECT_TRUE(db->verify().empty());
   EXPECT_EQ(db->stats().environments, environments_before);
-  for (int k = 0; k < 5; ++k) EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(k))->schedule, sched(8));
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(db->find_exact(h200(), op_gat(), fp_hash(k))->schedule, sched(8));
   EXPECT_TRUE(db->put_result(make_run(h200(), op_gat(), 9, {cand(sched(32), 1)})));
   EXPECT_TRUE(db->verify().empty());
 }
@@ -822,7 +904,7 @@ TEST(TuningDbRobustness, WriterKilledDuringPutsLosesNoCommittedRow) {
   EXPECT_EQ(st.candidate_stats, 4 * st.runs);  // every committed run is complete
   EXPECT_EQ(st.results, 7);
   EXPECT_TRUE(db->verify().empty());
-  for (int k = 0; k < 7; ++k) EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(k))->schedule, sched(8));
+  for (int k = 0; k < 7; ++k) EXPECT_EQ(db->find_exact(h200(), op_gat(), fp_hash(k))->schedule, sched(8));
 }
 
 // ------------------------------------------------------------------ concurrency
@@ -853,7 +935,7 @@ TEST(TuningDbConcurrency, ProcessesShareOneFile) {
         auto r = db->put_result(concurrent_run(w, i));
         if (!r || subwarp_only(*r) != "") return 20;
         // Concurrent reads see only whole, valid rows.
-        auto other = db->find_exact(h200(), op_gat(), make_fp((i + 1) % 5));
+        auto other = db->find_exact(h200(), op_gat(), fp_hash((i + 1) % 5));
         if (other && (subwarp_only(*other) != "" || other->runs < 1)) return 21;
         for (const TuningResult& c : db->candidates_for(h200(), op_gat()))
           if (subwarp_only(c) != "") return 22;
@@ -891,13 +973,13 @@ TEST(TuningDbConcurrency, ProcessesShareOneFile) {
   EXPECT_EQ(snapshot(*db), snapshot(*reference));
   // Every process now dispatches identically.
   std::vector<std::string> decisions;
-  for (int k = 0; k < 5; ++k) decisions.push_back(db->find_exact(h200(), op_gat(), make_fp(k))->schedule);
+  for (int k = 0; k < 5; ++k) decisions.push_back(db->find_exact(h200(), op_gat(), fp_hash(k))->schedule);
   std::vector<pid_t> readers;
   for (int r = 0; r < 4; ++r)
     readers.push_back(spawn([&] {
       auto mine = TuningDb::open_user(p, with_validator());
       for (int k = 0; k < 5; ++k)
-        if (mine->find_exact(h200(), op_gat(), make_fp(k))->schedule != decisions[k]) return 40;
+        if (mine->find_exact(h200(), op_gat(), fp_hash(k))->schedule != decisions[k]) return 40;
       return 0;
     }));
   for (pid_t pid : readers) EXPECT_EQ(wait_exit(pid), 0);
@@ -917,10 +999,10 @@ TEST(TuningDbHostile, ValidatorRejectsUnknownSolversAndOutOfRangeParameters) {
     shared->export_to(dir / "site.db");
   }
   auto site = TuningDb::open_site(dir / "site.db", with_validator());
-  EXPECT_EQ(site->find_exact(h200(), op_gat(), make_fp(1))->schedule, sched(32));
-  EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(2)));  // unknown solver
-  EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(3)));  // out of range
-  EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(4)));  // stored winner out of range
+  EXPECT_EQ(site->find_exact(h200(), op_gat(), fp_hash(1))->schedule, sched(32));
+  EXPECT_FALSE(site->find_exact(h200(), op_gat(), fp_hash(2)));  // unknown solver
+  EXPECT_FALSE(site->find_exact(h200(), op_gat(), fp_hash(3)));  // out of range
+  EXPECT_FALSE(site->find_exact(h200(), op_gat(), fp_hash(4)));  // stored winner out of range
   const auto candidates = site->candidates_for(h200(), op_gat());
   ASSERT_EQ(candidates.size(), 1u);
   EXPECT_EQ(candidates[0].schedule, sched(32));
@@ -936,8 +1018,8 @@ TEST(TuningDbHostile, ValidatorRejectsUnknownSolversAndOutOfRangeParameters) {
   EXPECT_EQ(report.runs_added, 2);     // problems 1 and 4
   EXPECT_EQ(report.runs_rejected, 2);  // problems 2 and 3: nothing usable
   EXPECT_EQ(report.candidates_rejected, 4);
-  EXPECT_EQ(user->find_exact(h200(), op_gat(), make_fp(4))->schedule, sched(16));
-  EXPECT_FALSE(user->find_exact(h200(), op_gat(), make_fp(2)));
+  EXPECT_EQ(user->find_exact(h200(), op_gat(), fp_hash(4))->schedule, sched(16));
+  EXPECT_FALSE(user->find_exact(h200(), op_gat(), fp_hash(2)));
   EXPECT_TRUE(user->verify().empty());
   // Same at write time.
   EXPECT_FALSE(user->put_result(make_run(h200(), op_gat(), 5, {cand(sched(32, "evil"), 0.1)})));
@@ -954,7 +1036,7 @@ TEST(TuningDbHostile, TamperedRowsAreMissesNeverCrashes) {
   }
   auto id_of = [&](int k) {
     return std::to_string(raw_int(p, "SELECT r.id FROM results r JOIN fingerprints f ON f.id = r.fingerprint_id "
-                                     "WHERE f.hash = '" + dfgnn::db::fingerprint_hash(make_fp(k)) + "'"));
+                                     "WHERE f.hash = '" + fp_hash(k) + "'"));
   };
   raw_exec(p, "UPDATE results SET schedule = 'evil:lanes=32' WHERE id = " + id_of(0));
   raw_exec(p, "UPDATE results SET schedule = 'subwarp:lanes=1000000' WHERE id = " + id_of(1));
@@ -969,16 +1051,16 @@ TEST(TuningDbHostile, TamperedRowsAreMissesNeverCrashes) {
   raw_exec(p, "UPDATE results SET environment_id = (SELECT max(id) FROM environments) WHERE id = " + id_of(5));
   raw_exec(p, "UPDATE results SET template_hash = 'other' WHERE id = " + id_of(6));
   raw_exec(p, "UPDATE fingerprints SET text = replace(text, '\"gini\"', '\"gin\"') WHERE hash = '" +
-                  dfgnn::db::fingerprint_hash(make_fp(7)) + "'");
+                  fp_hash(7) + "'");
   auto db = TuningDb::open_user(p, with_validator());
-  for (int k : {0, 1, 2, 3, 5, 6, 7}) EXPECT_FALSE(db->find_exact(h200(), op_gat(), make_fp(k))) << k;
-  EXPECT_TRUE(db->find_exact(h200(), op_gat(), make_fp(4)));
+  for (int k : {0, 1, 2, 3, 5, 6, 7}) EXPECT_FALSE(db->find_exact(h200(), op_gat(), fp_hash(k))) << k;
+  EXPECT_TRUE(db->find_exact(h200(), op_gat(), fp_hash(4)));
   EXPECT_EQ(db->candidates_for(h200(), op_gat()).size(), 1u);
   const auto problems = db->verify();
   EXPECT_GE(problems.size(), 7u) << ::testing::PrintToString(problems);
   // The next write to a tampered problem recomputes it from its runs.
   db->put_result(make_run(h200(), op_gat(), 0, {cand(sched(16), 0.7)}));
-  EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(0))->schedule, sched(8));
+  EXPECT_EQ(db->find_exact(h200(), op_gat(), fp_hash(0))->schedule, sched(8));
 }
 
 // ------------------------------------------------------------------ merge, export, prune
@@ -1024,13 +1106,13 @@ TEST(TuningDbMerge, IdempotentAndOrderIndependent) {
   EXPECT_EQ(snapshot(*z), sx);
   // Pooled across nodes: problem 1 has runs a1 and b1 (a1 counted once), and the pooled winner
   // (lanes=16: (11 + 31.5) / 40 = 1.0625 vs lanes=32: (10 + 42) / 40 = 1.3) differs from a1's.
-  auto p1 = x->find_exact(h200(), op_gat(), make_fp(1));
+  auto p1 = x->find_exact(h200(), op_gat(), fp_hash(1));
   ASSERT_TRUE(p1);
   EXPECT_EQ(p1->runs, 2);
   EXPECT_EQ(p1->schedule, sched(16));
   EXPECT_NEAR(p1->stats.mean_ms, 1.0625, 1e-12);
   EXPECT_EQ(p1->host, "node-b");  // provenance of the latest run
-  EXPECT_EQ(x->find_exact(a100(), op_gat(), make_fp(4))->host, "node-c");
+  EXPECT_EQ(x->find_exact(a100(), op_gat(), fp_hash(4))->host, "node-c");
   // Merging again changes nothing.
   for (const fs::path& src : {a, b, c}) {
     const auto report = x->merge_from(src);
@@ -1070,7 +1152,7 @@ TEST(TuningDbExport, SnapshotOpensImmutableAndReplacesTarget) {
   const std::string header = read_bytes(out).substr(0, 100);
   EXPECT_EQ(header[18], 1);  // rollback journal: opens immutable anywhere
   EXPECT_EQ(header[19], 1);
-  EXPECT_EQ(raw_int(out, "PRAGMA user_version"), 1);
+  EXPECT_EQ(raw_int(out, "PRAGMA user_version"), dfgnn::db::kSchemaVersion);
   auto site = TuningDb::open_site(out);
   EXPECT_EQ(snapshot(*site), snapshot(*db));
   EXPECT_TRUE(site->get_module("m"));
@@ -1096,7 +1178,7 @@ TEST(TuningDbPrune, ByEnvironmentAgeAndLibraryVersion) {
   db->put_module(ModuleRecord{"m-old", std::vector<char>(4, 'x'), {"n"}, {"l"}, 90, 1, "t-hash-1", 500});
   db->put_module(ModuleRecord{"m-new", std::vector<char>(4, 'x'), {"n"}, {"l"}, 90, 1, "t-hash-1", 5000});
   EXPECT_EQ(expect_error([&] { db->prune({}); }).status(), DFGNN_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(db->find_exact(h200(), op_gat(), make_fp(1))->runs, 2);
+  EXPECT_EQ(db->find_exact(h200(), op_gat(), fp_hash(1))->runs, 2);
 
   dfgnn::db::PruneFilter by_class;
   by_class.env_class = dfgnn::db::environment_class(a100());
@@ -1104,7 +1186,7 @@ TEST(TuningDbPrune, ByEnvironmentAgeAndLibraryVersion) {
   EXPECT_EQ(r.runs, 1);
   EXPECT_EQ(r.results, 1);
   EXPECT_EQ(r.modules, 0);  // modules are not pruned by environment class
-  EXPECT_FALSE(db->find_exact(a100(), op_gat(), make_fp(2)));
+  EXPECT_FALSE(db->find_exact(a100(), op_gat(), fp_hash(2)));
 
   dfgnn::db::PruneFilter by_age;
   by_age.older_than = 1500;
@@ -1112,7 +1194,7 @@ TEST(TuningDbPrune, ByEnvironmentAgeAndLibraryVersion) {
   EXPECT_EQ(r.runs, 1);
   EXPECT_EQ(r.results, 0);
   EXPECT_EQ(r.modules, 1);
-  auto left = db->find_exact(h200(), op_gat(), make_fp(1));
+  auto left = db->find_exact(h200(), op_gat(), fp_hash(1));
   EXPECT_EQ(left->runs, 1);
   EXPECT_EQ(left->schedule, sched(8));  // recomputed from the remaining run
   EXPECT_FALSE(db->get_module("m-old"));
@@ -1319,23 +1401,23 @@ TEST(LayeredDb, UserOverSitesWritesToUserOnly) {
   EXPECT_EQ(layered.user()->path(), dir / "cache/tuning.db");
   ASSERT_EQ(layered.sites().size(), 2u);
   EXPECT_TRUE(layered.open_errors().empty());
-  auto r1 = layered.find_exact(h200(), op_gat(), make_fp(1));
+  auto r1 = layered.find_exact(h200(), op_gat(), fp_hash(1));
   EXPECT_EQ(r1->schedule, sched(16));  // the user's, over site 1's
   EXPECT_EQ(r1->source, (dir / "cache/tuning.db").string());
-  auto r2 = layered.find_exact(h200(), op_gat(), make_fp(2));
+  auto r2 = layered.find_exact(h200(), op_gat(), fp_hash(2));
   EXPECT_EQ(r2->schedule, sched(4));  // site 1 over site 2
   EXPECT_EQ(r2->source, (dir / "s1.db").string());
-  EXPECT_EQ(layered.find_exact(h200(), op_gat(), make_fp(3))->schedule, sched(8));
-  EXPECT_FALSE(layered.find_exact(h200(), op_gat(), make_fp(4)));
+  EXPECT_EQ(layered.find_exact(h200(), op_gat(), fp_hash(3))->schedule, sched(8));
+  EXPECT_FALSE(layered.find_exact(h200(), op_gat(), fp_hash(4)));
   const auto all = layered.candidates_for(h200(), op_gat());
   ASSERT_EQ(all.size(), 3u);
   for (const TuningResult& r : all)
-    if (r.fingerprint_hash == dfgnn::db::fingerprint_hash(make_fp(1))) EXPECT_EQ(r.schedule, sched(16));
+    if (r.fingerprint_hash == fp_hash(1)) EXPECT_EQ(r.schedule, sched(16));
   EXPECT_TRUE(layered.get_module("site-mod"));
   // Writes land in the user database; the sites are never modified.
   layered.put_result(make_run(h200(), op_gat(), 4, {cand(sched(32), 1)}));
   layered.put_module(ModuleRecord{"user-mod", std::vector<char>(4, 'u'), {"n"}, {"l"}, 90, 1, "t-hash-1", 0});
-  EXPECT_TRUE(layered.find_exact(h200(), op_gat(), make_fp(4)));
+  EXPECT_TRUE(layered.find_exact(h200(), op_gat(), fp_hash(4)));
   EXPECT_EQ(layered.user()->stats().results, 2);
   EXPECT_EQ(read_bytes(dir / "s1.db"), s1_bytes);
   EXPECT_FALSE(fs::exists(dir / "s1.db-wal"));
@@ -1357,7 +1439,7 @@ TEST(LayeredDb, UnusableLayersAreSkippedAndKept) {
   EXPECT_EQ(layered.user(), nullptr);
   EXPECT_EQ(layered.sites().size(), 1u);
   EXPECT_EQ(layered.open_errors().size(), 3u);
-  EXPECT_TRUE(layered.find_exact(h200(), op_gat(), make_fp(1)));
+  EXPECT_TRUE(layered.find_exact(h200(), op_gat(), fp_hash(1)));
   EXPECT_EQ(expect_error([&] { layered.put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)})); }).status(),
             DFGNN_STATUS_DATABASE_ERROR);
   EXPECT_EQ(read_bytes(dir / "garbage.db"), std::string(3000, 'g'));
@@ -1368,7 +1450,7 @@ TEST(LayeredDb, UnusableLayersAreSkippedAndKept) {
   LayeredDb empty(none);
   EXPECT_EQ(empty.user(), nullptr);
   EXPECT_TRUE(empty.open_errors().empty());
-  EXPECT_FALSE(empty.find_exact(h200(), op_gat(), make_fp(1)));
+  EXPECT_FALSE(empty.find_exact(h200(), op_gat(), fp_hash(1)));
   EXPECT_TRUE(contains(expect_error([&] { empty.put_module(ModuleRecord{}); }).what(), "disabled"));
 }
 
@@ -1388,7 +1470,7 @@ TEST(TuningDbHostile, VerifyRejectsWhatDispatchWouldNotUse) {
   ASSERT_TRUE(TuningDb::open_user(p, with_validator())->verify().empty());
   auto id_of = [&](int k) {
     return std::to_string(raw_int(p, "SELECT r.id FROM results r JOIN fingerprints f ON f.id = r.fingerprint_id "
-                                     "WHERE f.hash = '" + dfgnn::db::fingerprint_hash(make_fp(k)) + "'"));
+                                     "WHERE f.hash = '" + fp_hash(k) + "'"));
   };
   auto run_of = [&](int k) { return std::to_string(raw_int(p, "SELECT id FROM runs WHERE uuid = 'run-" + std::to_string(k) + "'")); };
   // A candidate with an invalid schedule and an implausible mean, and a valid schedule with one.
@@ -1403,8 +1485,8 @@ TEST(TuningDbHostile, VerifyRejectsWhatDispatchWouldNotUse) {
   raw_exec(p, "CREATE TRIGGER evil AFTER INSERT ON runs BEGIN DELETE FROM results; END");
 
   auto site = TuningDb::open_site(p, with_validator());  // reads are allowed, writes are not (below)
-  for (int k : {2, 3, 4, 5}) EXPECT_FALSE(site->find_exact(h200(), op_gat(), make_fp(k))) << k;
-  EXPECT_EQ(site->find_exact(h200(), op_gat(), make_fp(0))->schedule, sched(8));  // stored winner still valid
+  for (int k : {2, 3, 4, 5}) EXPECT_FALSE(site->find_exact(h200(), op_gat(), fp_hash(k))) << k;
+  EXPECT_EQ(site->find_exact(h200(), op_gat(), fp_hash(0))->schedule, sched(8));  // stored winner still valid
   EXPECT_EQ(site->candidates_for(h200(), op_gat()).size(), 2u);
   const std::vector<std::string> problems = site->verify();
   const std::string all = ::testing::PrintToString(problems);
@@ -1442,7 +1524,7 @@ TEST(TuningDbHostile, WritesRefuseControlCharactersAndImplausibleStatistics) {
   auto db = TuningDb::open_user(dir / "t.db");
   auto invalid = [&](TuningRun run, const std::string& why) {
     const auto e = expect_error([&] { db->put_result(run); });
-    EXPECT_EQ(e.status(), DFGNN_STATUS_INVALID_ARGUMENT) << why;
+    EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_INVALID_ARGUMENT) << why;
     EXPECT_TRUE(contains(e.what(), why)) << e.what();
   };
   invalid(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}, {}, 0, "a\x1b[2Jb"), "host: control character 0x1b");
@@ -1510,7 +1592,7 @@ TEST(TuningDbMerge, FullDiskCommitsNothing) {
     PageLimit limit(static_cast<int>(empty_pages + (full_pages - empty_pages) / 2));  // the first chunks fit
     auto target = TuningDb::open_user(dst);
     const auto e = expect_error([&] { target->merge_from(src); });
-    EXPECT_EQ(e.status(), DFGNN_STATUS_DATABASE_ERROR);
+    EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
     EXPECT_EQ(e.kind(), dfgnn::db::ErrorKind::DiskFull) << e.what();
     EXPECT_TRUE(contains(e.what(), "the disk is full")) << e.what();
     EXPECT_FALSE(contains(e.what(), "unreadable")) << e.what();

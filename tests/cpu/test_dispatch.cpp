@@ -4,6 +4,7 @@
 #include "test_util.hpp"
 
 #include "dispatch.hpp"
+#include "fingerprint.hpp"
 #include "handles.hpp"
 #include "logging.hpp"
 #include "nvrtc.hpp"
@@ -93,7 +94,7 @@ void store_winner(const fs::path& db, dfgnn_graph_t g, const dfgnn_op_t& op, con
   dfgnn::db::TuningRun run;
   run.environment = test_environment();
   run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
-  run.fingerprint = fingerprint_of(g);
+  run.fingerprint = dfgnn::db_fingerprint(fingerprint_of(g));
   run.default_schedule = default_text;
   run.candidates.push_back(dfgnn::db::summarize_samples(winner, static_cast<int32_t>(dfgnn::parse_schedule(winner).solver),
                                                         {0.50, 0.51, 0.49}));
@@ -136,7 +137,7 @@ TEST(Dispatch, EdgeFeaturesAreASeparateKey) {
   auto g = hub_graph(ctx.get(), 1);
   dfgnn_op_t edge_op = kOp;
   edge_op.edge_features = 1;
-  EXPECT_EQ(dfgnn::op_key(edge_op, dfgnn::PassKind::Forward, 4).variant, 4 + dfgnn::kEdgeVariant);
+  EXPECT_EQ(dfgnn::op_key(edge_op, dfgnn::PassKind::Forward, 4).key_bits, 4 + dfgnn::kEdgeFeaturesKeyBits);
   const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
   store_winner(dir.path / "user.db", g.get(), edge_op, kWinner, default_text);
   EXPECT_EQ(schedule_of(ctx.get(), g.get(), edge_op), kWinner);
@@ -175,7 +176,7 @@ void store_candidates(const fs::path& db, dfgnn_graph_t g, const dfgnn_op_t& op,
   dfgnn::db::TuningRun run;
   run.environment = test_environment();
   run.op = dfgnn::op_key(op, dfgnn::PassKind::Forward, 4);
-  run.fingerprint = fingerprint_of(g);
+  run.fingerprint = dfgnn::db_fingerprint(fingerprint_of(g));
   run.default_schedule = candidates.front().first;
   for (const auto& [text, ms] : candidates)
     run.candidates.push_back(dfgnn::db::summarize_samples(
@@ -315,8 +316,57 @@ TEST(Dispatch, TuningNeedsAGpuAndModesAreChecked) {
   if (!has) EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default");
 }
 
+// The database keeps fingerprints as opaque text (it parses nothing); the runtime's row check judges
+// the text: it must parse, be canonical and carry its own bucket key, or the row is never used.
+TEST(Dispatch, RowProblemJudgesTheFingerprintText) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  const std::string winner = kWinner;
+  const dfgnn::db::FingerprintText fp = dfgnn::db_fingerprint(fingerprint_of(g.get()));
+  ASSERT_EQ(fp.text, dfgnn::serialize_fingerprint(fingerprint_of(g.get())));
+  ASSERT_EQ(fp.bucket_key, dfgnn::fingerprint_bucket_key(fingerprint_of(g.get())));
+  store_winner(dir.path / "good.db", g.get(), kOp, winner, default_text);
+  auto row = dfgnn::db::TuningDb::open_user(dir.path / "good.db")
+                 ->find_exact(test_environment(), dfgnn::op_key(kOp, dfgnn::PassKind::Forward, 4),
+                              dfgnn::db::fingerprint_hash(fp.text));
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->fingerprint_text, fp.text);
+  EXPECT_EQ(dfgnn::row_problem(*row), "");
+  auto problem_with = [&](const std::string& text, const std::string& bucket) {
+    dfgnn::db::TuningResult r = *row;
+    r.fingerprint_text = text;
+    r.bucket_key = bucket;
+    return dfgnn::row_problem(r);
+  };
+  EXPECT_NE(problem_with("{\"version\": 1", fp.bucket_key), "");
+  EXPECT_NE(problem_with(" " + fp.text, fp.bucket_key).find("canonical"), std::string::npos);
+  EXPECT_NE(problem_with(fp.text, "n2^1.e2^1.max2^1.cv0").find("bucket key"), std::string::npos);
+
+  // End to end: a hostile database whose fingerprint text is not canonical (its hash matches, so the
+  // database itself accepts it) is never dispatched.
+  {
+    auto file = dfgnn::db::TuningDb::open_user(dir.path / "bad.db");
+    dfgnn::db::TuningRun run;
+    run.environment = test_environment();
+    run.op = dfgnn::op_key(kOp, dfgnn::PassKind::Forward, 4);
+    run.fingerprint = {" " + fp.text, fp.bucket_key};
+    run.default_schedule = default_text;
+    run.candidates.push_back(dfgnn::db::summarize_samples(
+        winner, static_cast<int32_t>(dfgnn::parse_schedule(winner).solver), {0.50, 0.51, 0.49}));
+    run.candidates.push_back(dfgnn::db::summarize_samples(
+        default_text, static_cast<int32_t>(dfgnn::parse_schedule(default_text).solver), {1.0, 1.02, 0.98}));
+    ASSERT_TRUE(file->put_result(run));
+  }
+  auto ctx = context_on(dir.path / "bad.db");
+  EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin"), "default");
+  // The same row with the canonical text is used.
+  auto good = context_on(dir.path / "good.db");
+  EXPECT_EQ(schedule_of(good.get(), g.get(), kOp), winner);
+}
+
 TEST(Dispatch, KeyBitsPackBothFacts) {
-  // The database's variant column holds max_vec + 16 * edge_features.
+  // The database's key_bits column holds max_vec + 16 * edge_features.
   EXPECT_EQ(dfgnn::pack_key_bits({4, 1}), 20);
   EXPECT_EQ(dfgnn::pack_key_bits({8, 0}), 8);
   const dfgnn::KeyBits bits = dfgnn::unpack_key_bits(18);

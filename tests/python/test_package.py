@@ -29,7 +29,7 @@ def test_installed_layout():
     assert REPO / "python_bindings" not in pkg.parents, "tests must run against the installed package"
     names = {p.name for p in pkg.iterdir()}
     assert any(n.startswith("_dfgnn") and n.endswith(".so") for n in names)
-    assert "libdfgnn.so.0" in names
+    assert "libdfgnn.so.1" in names  # the soname carries DFGNN_ABI_VERSION of dfgnn.h
 
 
 @pytest.mark.parametrize("name, allowed", [("_dfgnn", r"PyInit__dfgnn"), ("libdfgnn", r"dfgnn\w*")])
@@ -130,9 +130,16 @@ def test_torch_module_needs_torch():
 
 
 def test_op_objects():
-    op = dfgnn.op("transformer", "bf16", heads=4, dim=64, scale=0.5, deterministic=False)
+    op = dfgnn.op("transformer", "bf16", heads=4, dim=64, scale=0.5)
     assert op.model == dfgnn.Model.TRANSFORMER and op.dtype == dfgnn.DType.BFLOAT16
-    assert (op.heads, op.dim, op.scale, op.deterministic) == (4, 64, 0.5, 0)
+    assert (op.heads, op.dim, op.scale) == (4, 64, 0.5)
+    # `deterministic` was never read (every kernel is deterministic): gone from the op, and the keyword
+    # is accepted for one more release with a warning, changing nothing.
+    assert not hasattr(op, "deterministic") and "deterministic" not in repr(op)
+    with pytest.warns(DeprecationWarning, match=r"make_op\(deterministic=\.\.\.\) is deprecated") as caught:
+        legacy = dfgnn.op("transformer", "bf16", heads=4, dim=64, scale=0.5, deterministic=False)
+    assert repr(legacy) == repr(op)
+    assert caught[0].filename == __file__  # the warning points at the caller
     assert dfgnn.op("gat").negative_slope == pytest.approx(0.2)
     assert "model=transformer" in repr(op)
     with pytest.raises(dfgnn.DTypeError, match="unsupported dtype 'int8'"):

@@ -59,3 +59,18 @@ def test_tune_on_gpu(ctx):
     assert len(report) == 1
     after = dfgnn.explain(g, op, context=ctx)
     assert after[0]["level"] in ("cache", "tuned", "exact")
+
+
+@requires_gpu
+@pytest.mark.parametrize("model", ["gat", "transformer"])
+def test_tune_edge_features_on_gpu(ctx, model):
+    """Ops with edge features tune (the measurer feeds and checks the edge input and its gradient) under their
+    own database key: the edge-less op of the same shape is left to the default rule."""
+    g = dfgnn.Graph.rmat(11, 20000, seed=2, add_self_loops=True)
+    op = dfgnn.op(model, "float32", 2, 32, edge_features=True)
+    for direction, passes in (("forward", 1), ("backward", 2)):
+        report = dfgnn.tune(g, op, direction, budget_seconds=5, context=ctx)
+        assert len(report) == passes
+        assert all(p["level"] in ("cache", "tuned", "exact") for p in dfgnn.explain(g, op, direction, context=ctx))
+    plain = dfgnn.explain(g, dfgnn.op(model, "float32", 2, 32), context=ctx)
+    assert plain[0]["level"] == "default"

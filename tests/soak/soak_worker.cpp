@@ -131,7 +131,7 @@ db::TuningRun tune(const Problem& p, size_t index, std::mt19937_64& rng, std::st
   db::TuningRun run;
   run.environment = environment();
   run.op = op_key(p.op, p.pass, 4);
-  run.fingerprint = *problem.fingerprint;
+  run.fingerprint = dfgnn::db_fingerprint(*problem.fingerprint);
   run.default_schedule = candidates[0].text;
   for (const tuner::CandidateRecord& r : result.candidates) {
     if (r.samples.empty() || r.status == tuner::CandidateStatus::Failed) continue;

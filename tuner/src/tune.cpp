@@ -331,7 +331,7 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   db::TuningRun run;
   run.environment = ctx.dispatcher.environment();
   run.op = op_key(op, pass, max_vec);
-  run.fingerprint = *problem.fingerprint;
+  run.fingerprint = db_fingerprint(*problem.fingerprint);
   run.default_schedule = candidates[0].text;
   for (const tuner::CandidateRecord& r : t.search.candidates) {
     if (r.samples.empty() || r.status == tuner::CandidateStatus::Failed) continue;

@@ -62,6 +62,12 @@ DFGNN_API const char* dfgnnGetLastErrorMessage(void);
 /* Library version as "MAJOR.MINOR.PATCH". */
 DFGNN_API const char* dfgnnGetVersion(void);
 
+/* Version of the binary interface (struct layouts, signatures): raised by every incompatible change
+ * and the number of the shared library's soname (libdfgnn.so.N), so a program built against an older
+ * header does not load this library. The library version (dfgnnGetVersion) moves independently.
+ *   1: dfgnn_op_t lost its unread `deterministic` field (every kernel is deterministic). */
+#define DFGNN_ABI_VERSION 1
+
 /* ---------------------------------------------------------------- context */
 
 typedef struct dfgnn_context* dfgnn_context_t;
@@ -267,10 +273,8 @@ typedef struct dfgnn_op {
   int32_t dim;            /* D >= 1 (channels per head) */
   float negative_slope;   /* GAT, GATv2: LeakyReLU slope (PyG default 0.2) */
   float scale;            /* Transformer: score scale; 0 means 1/sqrt(D) */
-  /* Not read: every kernel is deterministic (bitwise reproducible, no floating-point atomics),
-   * whatever its value. Kept only so that the struct layout and the Python/torch keyword stay
-   * compatible until its planned removal. */
-  int32_t deterministic;
+  /* (Every kernel is deterministic: bitwise reproducible, no floating-point atomics. There is no
+   * switch for it; the field `deterministic` that named it was removed in ABI version 1.) */
   /* Attention dropout (PyG's `dropout` in training): each (edge, head) weight is dropped with
    * probability `dropout` in [0, 1) and the kept ones scaled by 1 / (1 - dropout). The mask is a
    * counter-based hash of (dropout_seed, edge, head), edge = the edge's CSR position: the backward
