@@ -502,9 +502,11 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
         j["distance"] = d.distance;
         j["radius"] = d.radius;
         j["neighbours"] = d.neighbours;  // tuned graphs that voted; the row below is the nearest one's
-        if (d.row)
+        if (d.row) {
+          const dfgnn_fingerprint_t fp = parse_fingerprint(d.row->fingerprint_text);  // checked when the row was read
           j["neighbour"] = {{"fingerprint_hash", d.row->fingerprint_hash}, {"bucket_key", d.row->bucket_key},
-                            {"nodes", d.row->fingerprint.num_nodes}, {"edges", d.row->fingerprint.num_edges}};
+                            {"nodes", fp.num_nodes}, {"edges", fp.num_edges}};
+        }
       }
       if (d.origin == DispatchLevel::Default) j["rule"] = d.rule;
       if (d.row) {

@@ -85,11 +85,12 @@ std::string describe_first_answer(const Decision& d) {
       d.row ? fmt::format(" of the {} database {}", d.layer, d.row->source) : std::string();
   switch (d.origin) {
     case DispatchLevel::Exact: return "exact hit" + from;
-    case DispatchLevel::Nearest:
+    case DispatchLevel::Nearest: {
       if (!d.row) break;
+      const dfgnn_fingerprint_t fp = parse_fingerprint(d.row->fingerprint_text);  // checked when the row was read
       return fmt::format("nearest tuned graph {} ({} nodes, {} edges) at distance {:.3g} within radius {:g}{}",
-                         d.row->fingerprint_hash, d.row->fingerprint.num_nodes, d.row->fingerprint.num_edges,
-                         d.distance, d.radius, from);
+                         d.row->fingerprint_hash, fp.num_nodes, fp.num_edges, d.distance, d.radius, from);
+    }
     case DispatchLevel::Tuned: return "tuned on a miss, stored in the user database";
     case DispatchLevel::Default: return "default rule: " + d.rule;
     case DispatchLevel::Cache: break;

@@ -1313,14 +1313,14 @@ TEST(LayeredDb, ShippedBelowSitesAndForeignLayersSkipped) {
     ASSERT_EQ(layered.layers().size(), 2u);
     EXPECT_EQ(layered.layers()[1].kind, dfgnn::db::LayerKind::Shipped);
     EXPECT_TRUE(layered.layers()[1].used);
-    const auto r1 = layered.find_exact(h200(), op_gat(), make_fp(1));
+    const auto r1 = layered.find_exact(h200(), op_gat(), fp_hash(1));
     EXPECT_EQ(r1->layer, "site");
     EXPECT_EQ(r1->schedule, sched(4));
-    const auto r2 = layered.find_exact(h200(), op_gat(), make_fp(2));
+    const auto r2 = layered.find_exact(h200(), op_gat(), fp_hash(2));
     EXPECT_EQ(r2->layer, "shipped");
     EXPECT_EQ(r2->source, (dir / "shipped.db").string());
     for (const TuningResult& r : layered.candidates_for(h200(), op_gat()))
-      EXPECT_EQ(r.layer, r.fingerprint_hash == dfgnn::db::fingerprint_hash(make_fp(1)) ? "site" : "shipped");
+      EXPECT_EQ(r.layer, r.fingerprint_hash == fp_hash(1) ? "site" : "shipped");
   }
   dfgnn::db::EnvironmentInfo other = h200();
   other.gpu_name = "NVIDIA A100";
@@ -1364,7 +1364,7 @@ TEST(LayeredDb, DamagedShippedPagesWarnOnceAndAreDropped) {
     ADD_FAILURE() << "LayeredDb threw";
   }
   for (int k = 1; k <= 3; ++k) {
-    EXPECT_FALSE(layered->find_exact(h200(), op_gat(), make_fp(k)));
+    EXPECT_FALSE(layered->find_exact(h200(), op_gat(), fp_hash(k)));
     EXPECT_TRUE(layered->candidates_for(h200(), op_gat()).empty());
   }
   logger->sinks().pop_back();

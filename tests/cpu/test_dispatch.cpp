@@ -530,10 +530,10 @@ TEST(DispatchOrigin, NearestNamesTheNeighbour) {
     EXPECT_NEAR(e.at("distance").get<double>(), distance, 1e-12);
     EXPECT_EQ(e.at("radius").get<double>(), 1.5);
     const nlohmann::json& n = e.at("neighbour");
-    EXPECT_EQ(n.at("fingerprint_hash"), dfgnn::db::fingerprint_hash(a));
+    EXPECT_EQ(n.at("fingerprint_hash"), dfgnn::db::fingerprint_hash(dfgnn::db_fingerprint(a).text));
     EXPECT_EQ(n.at("nodes"), a.num_nodes);
     EXPECT_EQ(n.at("edges"), a.num_edges);
-    EXPECT_NE(e.at("origin_detail").get<std::string>().find("nearest tuned graph " + dfgnn::db::fingerprint_hash(a)),
+    EXPECT_NE(e.at("origin_detail").get<std::string>().find("nearest tuned graph " + dfgnn::db::fingerprint_hash(dfgnn::db_fingerprint(a).text)),
               std::string::npos)
         << e.at("origin_detail");
   }
