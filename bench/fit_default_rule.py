@@ -8,10 +8,14 @@ over the case's best time.
 
 The rule is a small decision tree over fingerprint and op features (FEATURES below; the runtime,
 runtime/src/default_rule.cpp, computes the same ones). Every leaf holds an ordered list of schedule
-texts, best first: the runtime takes the first one that is valid for the problem, and falls back to
-the hand rule if none is. The fit minimises the geometric-mean regret over the training cases; a
-schedule not measured in a case (the tuner did not enumerate it there, so it was not valid or not
-applicable) counts as the regret cap, and so does a measured regret above the cap.
+texts, best first: the runtime takes the first one that is usable for the problem (valid and among
+the tuner's candidates there), and falls back to the hand rule if none is. The fit minimises the
+geometric-mean regret over the training cases and models that walk: a text not measured in a case
+(the tuner did not race it there, so the runtime would skip it) passes to the next one, and a case
+where no text of its leaf was measured gets the hand rule's regret, which is the default the tuner
+recorded (so the sweep must be made with the hand rule as the default: DFGNN_DEFAULT_RULE=hand, or a
+build before the fitted rule; a recorded default the hand rule cannot give is refused). Regrets
+count at most regret_cap (a measurement slower than that is kept by name only in the extract).
 
 Output: the rule (JSON, runtime/data/default_rule.json, embedded into the library at build time) and
 a leave-one-graph-out validation (for each graph: fit on the others, score its cases) against the
@@ -38,6 +42,8 @@ import numpy as np
 RULE_FORMAT = "dfgnn-default-rule"
 RULE_VERSION = 1
 CASES_FORMAT = "dfgnn-default-rule-cases"
+# The solvers the hand rule picks: a recorded default of another one was not made by the hand rule.
+HAND_RULE_SOLVERS = ("subwarp", "hub_split")
 
 DTYPE_BYTES = {0: 4, 1: 2, 2: 2, 3: 8}  # dfgnn_dtype_t: float32, float16, bfloat16, float64
 PASS_NAMES = ("forward", "backward_row", "backward_col")
@@ -142,6 +148,9 @@ def load_databases(paths, env_class=None, names=None):
         times = {s: m for s, (_, m) in c["stats"].items()}
         if c["default"] not in times:
             continue  # the tuner always times its default first; without it there is no baseline
+        if c["default"].split(":")[0] not in HAND_RULE_SOLVERS:
+            raise FitError(f"a recorded default ({c['default']}) is not the hand rule's (sub-warp or hub split): "
+                           "the sweep must be tuned with DFGNN_DEFAULT_RULE=hand")
         label = graph_label(c["fp"])
         cases.append({"graph": (names or {}).get(label, label), "fp": c["fp"], "op": c["op"],
                       "default": c["default"], "times": times})
@@ -166,7 +175,8 @@ def write_cases(cases, path, cap, sources):
         kept = {s: float(f"{m:.4g}") for s, m in c["times"].items() if m <= best * cap or s == c["default"]}
         slow = sorted(index[s] for s in c["times"] if s not in kept)
         out_cases.append({"graph": c["graph"], "fp": fp_index[fp_key], "op": c["op"], "default": index[c["default"]],
-                          "times": sorted([index[s], m] for s, m in kept.items()), "slow": slow})
+                          "times": sorted([index[s], m] for s, m in kept.items()), "slow": slow,
+                          "complete": c.get("complete")})
     doc = {"format": CASES_FORMAT, "version": 1, "sources": sources, "regret_cap": cap, "schedules": texts,
            "fingerprints": fps, "cases": out_cases}
     with open(path, "w") as f:
@@ -187,7 +197,7 @@ def read_cases(path):
     for c in doc["cases"]:
         times = {texts[i]: m for i, m in c["times"]}
         cases.append({"graph": c["graph"], "fp": fps[c["fp"]], "op": c["op"], "default": texts[c["default"]],
-                      "times": times, "slow": {texts[i] for i in c["slow"]}})
+                      "times": times, "slow": {texts[i] for i in c["slow"]}, "complete": c.get("complete")})
     return cases, doc
 
 
@@ -206,6 +216,7 @@ class Data:
         self.X = np.array([[FEATURES[f](c["fp"], c["op"]) for f in FEATURE_NAMES] for c in cases], dtype=float)
         self.L = np.full((n, t), math.log(cap))
         self.M = np.zeros((n, t), dtype=bool)
+        self.hand = np.zeros(n)  # log regret of the hand rule, which answers where no leaf text is usable
         for i, c in enumerate(cases):
             best = min(c["times"].values())
             for s, m in c["times"].items():
@@ -213,33 +224,35 @@ class Data:
                 self.M[i, col[s]] = True
             for s in c.get("slow", ()):
                 self.M[i, col[s]] = True
+            self.hand[i] = math.log(min(c["times"][c["default"]] / best, cap))
         self.graphs = np.array([c["graph"] for c in cases])
 
 
 def leaf_schedules(data, rows, max_schedules):
     """Greedy ordered list: each next text is the one that most lowers the summed log regret of the
-    rows, where a row takes the first text of the list measured there (the cap if none is).
-    Returns (text columns, summed log regret)."""
+    rows, where a row takes the first text of the list measured there (the hand rule if none is).
+    Returns (text columns, summed log regret). (Insertions anywhere in the list, tried too, fitted
+    the training graphs better and the left-out ones worse.)"""
     rows = np.asarray(rows)
     cols = np.flatnonzero(data.M[rows].any(axis=0))  # texts measured in none of the rows cannot help
     L, M = data.L[np.ix_(rows, cols)], data.M[np.ix_(rows, cols)]
-    current = np.full(len(rows), math.log(data.cap))
+    current = data.hand[rows].copy()
     open_rows = np.ones(len(rows), dtype=bool)
     chosen = []
     for _ in range(max_schedules):
         if not open_rows.any() or len(cols) == 0:
             break
-        # The gain if text t were appended: open rows measuring t take L instead of the cap.
+        # The gain if text t were appended: open rows measuring t take L instead of the hand rule's.
         gain = np.where(M & open_rows[:, None], current[:, None] - L, 0.0).sum(axis=0)
-        gain[[c for c, _ in chosen]] = -np.inf
+        gain[chosen] = -np.inf
         t = int(np.argmax(gain))  # the first maximum: the smallest text on ties
-        if chosen and gain[t] <= 1e-12:
+        if gain[t] <= 1e-12:
             break
-        chosen.append((t, cols[t]))
+        chosen.append(t)
         hit = open_rows & M[:, t]
         current[hit] = L[hit, t]
         open_rows &= ~M[:, t]
-    return [int(c) for _, c in chosen], float(current.sum())
+    return [int(cols[t]) for t in chosen], float(current.sum())
 
 
 def best_split(data, rows, params):
@@ -321,12 +334,12 @@ def regret_of(case, text, cap):
 
 def rule_regret(nodes, case, cap):
     """Regret of the rule in a case: the leaf's first text measured there (as the runtime takes the
-    first valid one); the cap if none was measured."""
+    first usable one); the hand rule's (the recorded default) if none was measured."""
     for text in walk(nodes, case["fp"], case["op"])["schedules"]:
         r = regret_of(case, text, cap)
         if r is not None:
             return r
-    return cap
+    return regret_of(case, case["default"], cap)
 
 
 def summarise(regrets):
@@ -368,6 +381,9 @@ def make_rule(cases, params, cases_doc_sha):
         "nodes": nodes,
         "fit": {"params": params, "cases": len(cases), "graphs": len({c["graph"] for c in cases}),
                 "cases_sha256": cases_doc_sha,
+                # cases the tuner's budget cut before every candidate was measured (None: not known)
+                "partly_measured_cases": (None if any(c.get("complete") is None for c in cases)
+                                          else sum(1 for c in cases if not c["complete"])),
                 "in_sample": summarise([rule_regret(nodes, c, cap) for c in cases]),
                 "hand_rule": summarise([regret_of(c, c["default"], cap) for c in cases]),
                 # the leaf of every extract case, in extract order: the runtime's walk is checked against it
@@ -393,6 +409,10 @@ def report_markdown(rule, validation, sources):
              f"graphs ({', '.join(sources)}). Regret = the schedule's tuner-measured median over the case's best; "
              f"a schedule not measured in a case, or slower than {fit['params']['regret_cap']}x, counts as "
              f"{fit['params']['regret_cap']}x. The hand rule is the default the tuner recorded with each case.", "",
+             f"The fit takes a leaf text the tuner did not measure in a case for one the runtime skips there (not "
+             f"among its candidates). That holds where the tuner measured every candidate; in "
+             f"{fit['partly_measured_cases']} cases its budget ran out first, and there the runtime may run a "
+             f"text the fit saw no time for.", "",
              "## Summary", "",
              "| rule | cases | within 10% of best | geomean regret | worst |", "|---|---|---|---|---|"]
 
@@ -434,18 +454,30 @@ def sha256_of(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def graph_names(report_paths):
-    """{"n<N>.e<E>": graph name} from dfgnn-tune reports (the databases hold fingerprints only)."""
-    names = {}
+def read_reports(report_paths):
+    """From dfgnn-tune --json reports: {"n<N>.e<E>": graph name} (the databases hold fingerprints
+    only) and, per case key, whether the tuner measured every candidate (a budget cut leaves some
+    unmeasured: there the runtime may take a leaf text the fit saw no time for)."""
+    names, complete = {}, {}
+    dtypes = {"float32": 0, "float16": 1, "bfloat16": 2}
     for path in report_paths:
         try:
             with open(path) as f:
                 problems = json.load(f)["problems"]
             for p in problems:
-                names[f"n{p['nodes']}.e{p['edges']}"] = os.path.basename(p["graph"].rstrip("/"))
+                label = f"n{p['nodes']}.e{p['edges']}"
+                names[label] = os.path.basename(p["graph"].rstrip("/"))
+                for r in p["report"]:
+                    key = (label, MODEL_NAMES.index(p["model"]), dtypes[p["dtype"]], p["heads"], p["dim"],
+                           PASS_NAMES.index(r["pass"]))
+                    complete[key] = len(r["timed"]) >= r["candidates"]
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise FitError(f"{path}: not a dfgnn-tune report with problems[].graph/nodes/edges: {e}") from e
-    return names
+            raise FitError(f"{path}: not a dfgnn-tune report with problems[].graph/nodes/edges/report: {e}") from e
+    return names, complete
+
+
+def case_key(label, op):
+    return (label, op["model"], op["dtype"], op["heads"], op["dim"], op["pass"])
 
 
 def main(argv=None):
@@ -466,11 +498,14 @@ def main(argv=None):
     params = {k: getattr(a, k) for k in DEFAULT_PARAMS}
     try:
         if a.db:
-            names = graph_names(a.names_from)
+            names, complete = read_reports(a.names_from)
             if not a.write_cases:
                 raise FitError("--db needs --write-cases (the rule is fitted from the extract)")
             sources = [os.path.basename(p) for p in a.db]
-            write_cases(load_databases(a.db, a.env_class, names), a.write_cases, params["regret_cap"], sources)
+            cases = load_databases(a.db, a.env_class, names)
+            for c in cases:
+                c["complete"] = complete.get(case_key(graph_label(c["fp"]), c["op"]))
+            write_cases(cases, a.write_cases, params["regret_cap"], sources)
             cases_path = a.write_cases
         else:
             cases_path = a.cases

@@ -98,26 +98,39 @@ def test_leave_one_graph_out_generalises_and_beats_the_hand_rule(fit):
                                                     "worst_regret": 2.0}
 
 
-def test_missing_measurements_count_as_the_cap(fit):
-    # Text A is 1% faster than B where measured, but missing in two thirds of the cases: B leads.
+def test_a_text_not_measured_in_a_case_passes_to_the_next_then_the_hand_rule(fit):
+    # The tuner races only a problem's candidates, and the runtime skips a leaf text that is not one
+    # of them. A is measured (and best) in a third of the cases, B in the rest; the hand rule's
+    # default C is 1.5x everywhere. The list B > A serves every case with its best.
+    hand, a, b = "subwarp:lanes=8", "subwarp:lanes=4", "subwarp:lanes=16"
     cases = []
     for i in range(30):
-        times = {"subwarp:lanes=8": 1.01}
-        if i % 3 == 0:
-            times["subwarp:lanes=4"] = 1.0
+        times = {hand: 1.5, (a if i % 3 == 0 else b): 1.0}
         cases.append({"graph": f"g{i % 6}", "fp": fingerprint(1000 + i, 40, 0),
                       "op": {"model": 0, "dtype": 0, "heads": 1, "dim": 32, "pass": 0, "variant": 8},
-                      "default": "subwarp:lanes=8", "times": times})
+                      "default": hand, "times": times})
     data = fit.Data(cases, 3.0)
-    chosen, _ = fit.leaf_schedules(data, list(range(30)), 4)
-    assert [data.texts[t] for t in chosen] == ["subwarp:lanes=8"]
-    # Where measured, A takes over only as a later entry when it covers something B does not: here
-    # B is measured everywhere, so the list stops at B.
-    assert fit.rule_regret(fit.fit_rule(cases, fit.DEFAULT_PARAMS), cases[0], 3.0) == pytest.approx(1.01)
-    # A schedule measured nowhere in a case costs the cap; a slow one too.
-    assert fit.regret_of(cases[1], "subwarp:lanes=4", 3.0) is None
-    assert fit.regret_of({"times": {"a": 1.0}, "slow": {"b"}}, "b", 3.0) == 3.0
-    assert fit.regret_of({"times": {"a": 1.0, "b": 10.0}}, "b", 3.0) == 3.0
+    chosen, loss = fit.leaf_schedules(data, list(range(30)), 4)
+    assert [data.texts[t] for t in chosen] == [b, a]
+    assert loss == pytest.approx(0.0)
+    nodes = fit.fit_rule(cases, fit.DEFAULT_PARAMS)
+    assert all(fit.rule_regret(nodes, c, 3.0) == 1.0 for c in cases)
+    # A case measuring neither gets the hand rule's regret.
+    other = dict(cases[1], times={hand: 1.2, "subwarp:lanes=32": 1.0})
+    assert fit.rule_regret(nodes, other, 3.0) == pytest.approx(1.2)
+    # A measured regret counts at most the cap; a schedule measured only as slow counts the cap.
+    assert fit.regret_of(cases[1], a, 3.0) is None
+    assert fit.regret_of({"times": {"x": 1.0}, "slow": {"y"}}, "y", 3.0) == 3.0
+    assert fit.regret_of({"times": {"x": 1.0, "y": 10.0}}, "y", 3.0) == 3.0
+
+
+def test_sweeps_with_another_default_are_refused(fit, tmp_path, capsys):
+    cases = synthetic_cases()[:6]
+    for c in cases:
+        c["default"] = EDGE[c["op"]["dim"]]  # not a choice the hand rule makes
+    make_database(tmp_path / "s.db", cases)
+    assert fit.main(["--db", str(tmp_path / "s.db"), "--write-cases", str(tmp_path / "c.json")]) == 2
+    assert "DFGNN_DEFAULT_RULE=hand" in capsys.readouterr().err
 
 
 def test_fit_is_deterministic_and_small(fit):
