@@ -539,6 +539,9 @@ def main(argv=None):
     except FitError as e:
         print(f"fit_default_rule: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an output or --check path that cannot be written or read
+        print(f"fit_default_rule: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -224,6 +224,9 @@ def test_bad_input_is_named(fit, tmp_path, capsys):
     assert "not a readable dfgnn tuning database" in capsys.readouterr().err
     assert fit.main(["--cases", str(junk)]) == 2
     assert "cannot read the case extract" in capsys.readouterr().err
+    if CASES.exists():
+        assert fit.main(["--cases", str(CASES), "--check", str(tmp_path / "none.json")]) == 2
+        assert "none.json: No such file or directory" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not CASES.exists(), reason=f"{CASES} is not committed yet")
