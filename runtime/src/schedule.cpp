@@ -1,5 +1,6 @@
 #include "schedule.hpp"
 
+#include "default_rule.hpp"
 #include "error.hpp"
 #include "op.hpp"
 #include "solver.hpp"
@@ -108,7 +109,13 @@ std::string to_string(dfgnn_direction_t direction, const SchedulePair& s) {
   return direction == DFGNN_FORWARD ? to_string(s.row) : to_string(s.row) + "|" + to_string(s.col);
 }
 
-Schedule default_schedule(const PassProblem& problem) {
+DefaultChoice default_choice(const PassProblem& problem) {
+  return choose_default(hand_rule_selected() ? nullptr : embedded_rule(), problem);
+}
+
+Schedule default_schedule(const PassProblem& problem) { return default_choice(problem).schedule; }
+
+Schedule hand_rule_schedule(const PassProblem& problem) {
   const Solver* hub = find_solver(SolverId::HubSplit);
   // A long row serialises one lane group while the rest of the GPU idles: split rows of 256 or
   // more edges into 256-edge chunks (the best hub_split setting measured on blogcatalog and

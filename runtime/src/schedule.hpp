@@ -77,9 +77,19 @@ struct PassProblem {
 
 // The solvers themselves (applicability, defaults, search space, plans, launches): solver.hpp.
 
-// Rule used without tuning: hub split (rows of >= 256 edges cut into 256-edge chunks) where the
-// traversed structure has such rows, else the sub-warp mapping sized to D.
-Schedule default_schedule(const PassProblem& problem);
+// The default rule: what runs without tuning. The fitted rule (default_rule.hpp) answers where its
+// leaf has a schedule valid for the problem, else the hand rule; DFGNN_DEFAULT_RULE=hand selects
+// the hand rule alone. Never an invalid schedule: where none serves the problem (very large D),
+// Error(NOT_SUPPORTED).
+struct DefaultChoice {
+  Schedule schedule;
+  std::string rule;  // which rule answered, for explain: "fitted rule leaf 7" or "hand rule"
+};
+DefaultChoice default_choice(const PassProblem& problem);
+Schedule default_schedule(const PassProblem& problem);  // default_choice(problem).schedule
+// The hand rule, the documented fallback: hub split (rows of >= 256 edges cut into 256-edge
+// chunks) where the traversed structure has such rows, else the sub-warp mapping sized to D.
+Schedule hand_rule_schedule(const PassProblem& problem);
 // All valid schedules of all applicable solvers (the tuner's candidate list).
 std::vector<Schedule> enumerate_schedules(const PassProblem& problem);
 // Throws Error(INVALID_ARGUMENT) with the reason if the schedule is not valid for the problem.

@@ -86,11 +86,13 @@ TEST_P(NvrtcAll, CompilesEveryReachableSpecialisationForSm90) {
           EXPECT_NO_THROW(dfgnn::require_valid(problem, s)) << dfgnn::to_string(s);
           add(dfgnn::pass_kernel_names(op, pass, s));
         }
-        // The default rule's choice is among what gets compiled too (hub split on this graph).
-        const dfgnn::Schedule fallback = dfgnn::default_schedule(problem);
+        // The default rule's choice and the hand rule's (its fallback: hub split on this graph)
+        // are among what gets compiled too.
+        const dfgnn::Schedule fallback = dfgnn::hand_rule_schedule(problem);
         EXPECT_EQ(fallback.solver, SolverId::HubSplit);
         add(dfgnn::pass_kernel_names(op, pass, fallback));
-        schedules += candidates.size() + 1;
+        add(dfgnn::pass_kernel_names(op, pass, dfgnn::default_schedule(problem)));
+        schedules += candidates.size() + 2;
         if (pass == PassKind::Forward) {
           EXPECT_EQ(solvers.size(), 5u) << "every solver applies to a planted-hub graph";
         }

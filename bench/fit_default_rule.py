@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""Fits dfgnn's default schedule rule (what dispatch runs for a graph nobody tuned) on sweep data.
+
+Input: tuning databases (SQLite, db/src/schema.cpp) written by the tuner, or a case extract written
+by this script (--write-cases). A *case* is one tuned problem: (graph, op, pass), with the median
+time of every candidate schedule the tuner measured. The regret of a schedule in a case is its time
+over the case's best time.
+
+The rule is a small decision tree over fingerprint and op features (FEATURES below; the runtime,
+runtime/src/default_rule.cpp, computes the same ones). Every leaf holds an ordered list of schedule
+texts, best first: the runtime takes the first one that is usable for the problem (valid and among
+the tuner's candidates there), and falls back to the hand rule if none is. The fit minimises the
+geometric-mean regret over the training cases and models that walk: a text not measured in a case
+(the tuner did not race it there, so the runtime would skip it) passes to the next one, and a case
+where no text of its leaf was measured gets the hand rule's regret, which is the default the tuner
+recorded (so the sweep must be made with the hand rule as the default: DFGNN_DEFAULT_RULE=hand, or a
+build before the fitted rule; a recorded default the hand rule cannot give is refused). Regrets
+count at most regret_cap (a measurement slower than that is kept by name only in the extract).
+
+Output: the rule (JSON, runtime/data/default_rule.json, embedded into the library at build time) and
+a leave-one-graph-out validation (for each graph: fit on the others, score its cases) against the
+hand rule (the default recorded in the databases), as Markdown and JSON.
+
+  fit_default_rule.py --db /work/sweep/*.db --write-cases tests/data/default_rule_cases.json \\
+      --rule runtime/data/default_rule.json --report bench/results/2026-12-01b-default-rule
+  fit_default_rule.py --cases tests/data/default_rule_cases.json --check runtime/data/default_rule.json
+
+The rule is always fitted from the extract (the databases are first reduced to it), so the
+committed rule can be regenerated from the committed extract, and --check does so.
+Needs numpy (the Python package's own dependency).
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import sys
+
+import numpy as np
+
+RULE_FORMAT = "dfgnn-default-rule"
+RULE_VERSION = 1
+CASES_FORMAT = "dfgnn-default-rule-cases"
+# The solvers the hand rule picks: a recorded default of another one was not made by the hand rule.
+HAND_RULE_SOLVERS = ("subwarp", "hub_split")
+
+DTYPE_BYTES = {0: 4, 1: 2, 2: 2, 3: 8}  # dfgnn_dtype_t: float32, float16, bfloat16, float64
+PASS_NAMES = ("forward", "backward_row", "backward_col")
+MODEL_NAMES = ("gat", "gatv2", "transformer", "agnn")
+
+
+def _log2_at_least_1(x):
+    return math.log2(max(x, 1))
+
+
+# name -> value from (fingerprint dict, op dict). The runtime's table (default_rule.cpp,
+# kFeatures) must compute exactly the same: same names, same formulas.
+FEATURES = {
+    "log2_nodes": lambda fp, op: _log2_at_least_1(fp["num_nodes"]),
+    "log2_edges": lambda fp, op: _log2_at_least_1(fp["num_edges"]),
+    "mean_degree": lambda fp, op: float(fp["mean_degree"]),
+    "log2_max_degree": lambda fp, op: math.log2(fp["max_degree"] + 1),
+    "p50": lambda fp, op: float(fp["p50"]),
+    "p90": lambda fp, op: float(fp["p90"]),
+    "p99": lambda fp, op: float(fp["p99"]),
+    "p999": lambda fp, op: float(fp["p999"]),
+    "cv": lambda fp, op: float(fp["cv"]),
+    "gini": lambda fp, op: float(fp["gini"]),
+    "top1pct_edge_share": lambda fp, op: float(fp["top1pct_edge_share"]),
+    # rows of degree >= 64 per row, and the number of rows of degree >= 256 (log2(1 + count))
+    "hub_row_share": lambda fp, op: fp["hub_rows"][0] / max(fp["num_nodes"], 1),
+    "log2_long_rows": lambda fp, op: math.log2(fp["hub_rows"][2] + 1),
+    "model": lambda fp, op: float(op["model"]),
+    "pass": lambda fp, op: float(op["pass"]),
+    "heads": lambda fp, op: float(op["heads"]),
+    "dim": lambda fp, op: float(op["dim"]),
+    "dtype_bytes": lambda fp, op: float(DTYPE_BYTES[op["dtype"]]),
+}
+FEATURE_NAMES = list(FEATURES)
+
+DEFAULT_PARAMS = {
+    "max_depth": 4,        # levels of splits
+    "min_leaf_cases": 12,  # cases in every leaf
+    "min_leaf_graphs": 3,  # distinct graphs in every leaf (a leaf learnt from one graph does not generalise)
+    "min_gain": 0.005,     # a split must lower the node's mean log regret by this much (per case)
+    "regret_cap": 3.0,     # regret of a missing measurement, and the most one measured regret counts
+    "max_schedules": 4,    # schedule texts per leaf
+    "max_thresholds": 16,  # split points tried per feature and node
+}
+
+
+class FitError(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------ input
+
+def graph_label(fp):
+    # The databases key results by the traversed structure's fingerprint (CSR for the forward and
+    # the backward row pass, CSC for the column pass), so a graph is known by its size alone.
+    return f"n{fp['num_nodes']}.e{fp['num_edges']}"
+
+
+def load_databases(paths, env_class=None, names=None):
+    """Cases from tuning databases: per (problem), each candidate's median from the latest run that
+    measured it (as the database pools them)."""
+    raw = {}  # case key -> {"fp", "op", "default", "stats": {text: (time, uuid, median)}}
+    env_classes = set()
+    for path in paths:
+        if not os.path.exists(path):
+            raise FitError(f"{path}: no such file")
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            rows = conn.execute(
+                "SELECT r.env_class, r.template_hash, r.library_version, r.model, r.dtype, r.heads, r.dim, "
+                "r.direction, r.variant, f.text, ru.uuid, ru.unix_time, ru.default_schedule, cs.schedule, "
+                "cs.median_ms FROM results r JOIN fingerprints f ON f.id = r.fingerprint_id "
+                "JOIN runs ru ON ru.result_id = r.id JOIN candidate_stats cs ON cs.run_id = ru.id").fetchall()
+            conn.close()
+        except sqlite3.Error as e:
+            raise FitError(f"{path}: not a readable dfgnn tuning database: {e}") from e
+        for (env, thash, libv, model, dtype, heads, dim, direction, variant, fp_text, uuid, unix_time,
+             default, schedule, median) in rows:
+            if env_class is not None and env != env_class:
+                continue
+            env_classes.add(env)
+            if direction not in (0, 1, 2) or dtype not in DTYPE_BYTES:
+                raise FitError(f"{path}: result with pass {direction} / dtype {dtype} is not one this script knows")
+            key = (env, thash, libv, model, dtype, heads, dim, direction, variant, fp_text)
+            case = raw.setdefault(key, {"fp": json.loads(fp_text), "stats": {}, "latest": (-1, "")})
+            case["op"] = {"model": model, "dtype": dtype, "heads": heads, "dim": dim, "pass": direction,
+                          "variant": variant}
+            stamp = (unix_time, uuid)
+            if stamp > case["latest"]:
+                case["latest"], case["default"] = stamp, default
+            if not (median > 0 and math.isfinite(median)):
+                continue
+            old = case["stats"].get(schedule)
+            if old is None or stamp > old[0]:
+                case["stats"][schedule] = (stamp, median)
+    if len(env_classes) > 1:
+        raise FitError(f"the databases hold several GPU classes ({', '.join(sorted(env_classes))}); "
+                       "choose one with --env-class")
+    cases = []
+    for key in sorted(raw, key=repr):
+        c = raw[key]
+        times = {s: m for s, (_, m) in c["stats"].items()}
+        if c["default"] not in times:
+            continue  # the tuner always times its default first; without it there is no baseline
+        if c["default"].split(":")[0] not in HAND_RULE_SOLVERS:
+            raise FitError(f"a recorded default ({c['default']}) is not the hand rule's (sub-warp or hub split): "
+                           "the sweep must be tuned with DFGNN_DEFAULT_RULE=hand")
+        label = graph_label(c["fp"])
+        cases.append({"graph": (names or {}).get(label, label), "fp": c["fp"], "op": c["op"],
+                      "default": c["default"], "times": times})
+    if not cases:
+        raise FitError("no usable case (a tuned problem with its default measured) in " + ", ".join(paths))
+    return cases
+
+
+def write_cases(cases, path, cap, sources):
+    """The compact extract: schedule texts and fingerprints once, times within the cap to 4
+    significant digits, measured-but-slower-than-the-cap schedules by index only."""
+    texts = sorted({s for c in cases for s in c["times"]})
+    index = {t: i for i, t in enumerate(texts)}
+    fps, fp_index = [], {}
+    out_cases = []
+    for c in sorted(cases, key=lambda c: (c["graph"], sorted(c["op"].items()))):
+        fp_key = json.dumps(c["fp"], sort_keys=True)
+        if fp_key not in fp_index:
+            fp_index[fp_key] = len(fps)
+            fps.append(c["fp"])
+        best = min(c["times"].values())
+        kept = {s: float(f"{m:.4g}") for s, m in c["times"].items() if m <= best * cap or s == c["default"]}
+        slow = sorted(index[s] for s in c["times"] if s not in kept)
+        out_cases.append({"graph": c["graph"], "fp": fp_index[fp_key], "op": c["op"], "default": index[c["default"]],
+                          "times": sorted([index[s], m] for s, m in kept.items()), "slow": slow,
+                          "complete": c.get("complete")})
+    doc = {"format": CASES_FORMAT, "version": 1, "sources": sources, "regret_cap": cap, "schedules": texts,
+           "fingerprints": fps, "cases": out_cases}
+    with open(path, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+
+
+def read_cases(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise FitError(f"{path}: cannot read the case extract: {e}") from e
+    if doc.get("format") != CASES_FORMAT or doc.get("version") != 1:
+        raise FitError(f"{path}: not a {CASES_FORMAT} version 1 file")
+    texts, fps = doc["schedules"], doc["fingerprints"]
+    cases = []
+    for c in doc["cases"]:
+        times = {texts[i]: m for i, m in c["times"]}
+        cases.append({"graph": c["graph"], "fp": fps[c["fp"]], "op": c["op"], "default": texts[c["default"]],
+                      "times": times, "slow": {texts[i] for i in c["slow"]}, "complete": c.get("complete")})
+    return cases, doc
+
+
+# ------------------------------------------------------------------------------------------ fit
+
+class Data:
+    """The cases as matrices: X (cases x features), L (cases x texts: log of the capped regret),
+    M (measured)."""
+
+    def __init__(self, cases, cap):
+        self.cases = cases
+        self.cap = cap
+        self.texts = sorted({s for c in cases for s in c["times"]} | {s for c in cases for s in c.get("slow", ())})
+        col = {t: i for i, t in enumerate(self.texts)}
+        n, t = len(cases), len(self.texts)
+        self.X = np.array([[FEATURES[f](c["fp"], c["op"]) for f in FEATURE_NAMES] for c in cases], dtype=float)
+        self.L = np.full((n, t), math.log(cap))
+        self.M = np.zeros((n, t), dtype=bool)
+        self.hand = np.zeros(n)  # log regret of the hand rule, which answers where no leaf text is usable
+        for i, c in enumerate(cases):
+            best = min(c["times"].values())
+            for s, m in c["times"].items():
+                self.L[i, col[s]] = math.log(min(m / best, cap))
+                self.M[i, col[s]] = True
+            for s in c.get("slow", ()):
+                self.M[i, col[s]] = True
+            self.hand[i] = math.log(min(c["times"][c["default"]] / best, cap))
+        self.graphs = np.array([c["graph"] for c in cases])
+
+
+def leaf_schedules(data, rows, max_schedules):
+    """Greedy ordered list: each next text is the one that most lowers the summed log regret of the
+    rows, where a row takes the first text of the list measured there (the hand rule if none is).
+    Returns (text columns, summed log regret). (Insertions anywhere in the list, tried too, fitted
+    the training graphs better and the left-out ones worse.)"""
+    rows = np.asarray(rows)
+    cols = np.flatnonzero(data.M[rows].any(axis=0))  # texts measured in none of the rows cannot help
+    L, M = data.L[np.ix_(rows, cols)], data.M[np.ix_(rows, cols)]
+    current = data.hand[rows].copy()
+    open_rows = np.ones(len(rows), dtype=bool)
+    chosen = []
+    for _ in range(max_schedules):
+        if not open_rows.any() or len(cols) == 0:
+            break
+        # The gain if text t were appended: open rows measuring t take L instead of the hand rule's.
+        gain = np.where(M & open_rows[:, None], current[:, None] - L, 0.0).sum(axis=0)
+        gain[chosen] = -np.inf
+        t = int(np.argmax(gain))  # the first maximum: the smallest text on ties
+        if gain[t] <= 1e-12:
+            break
+        chosen.append(t)
+        hit = open_rows & M[:, t]
+        current[hit] = L[hit, t]
+        open_rows &= ~M[:, t]
+    return [int(cols[t]) for t in chosen], float(current.sum())
+
+
+def best_split(data, rows, params):
+    """(gain, feature, threshold) of the best split of rows, scored by the leaf lists the two sides
+    would get, or None. Thresholds: midpoints between distinct values, at most max_thresholds per
+    feature (evenly spaced in rank)."""
+    n = len(rows)
+    _, base = leaf_schedules(data, rows, params["max_schedules"])
+    best = None
+    lo = params["min_leaf_cases"]
+    for f in range(len(FEATURE_NAMES)):
+        values = data.X[rows, f]
+        order = np.argsort(values, kind="stable")
+        v, sorted_rows = values[order], rows[order]
+        graphs = data.graphs[sorted_rows]
+        ks = [k for k in range(lo, n - lo + 1) if v[k - 1] != v[k]
+              and len(set(graphs[:k])) >= params["min_leaf_graphs"] and len(set(graphs[k:])) >= params["min_leaf_graphs"]]
+        if len(ks) > params["max_thresholds"]:
+            ks = [ks[round(i * (len(ks) - 1) / (params["max_thresholds"] - 1))] for i in range(params["max_thresholds"])]
+        for k in ks:
+            loss = (leaf_schedules(data, sorted_rows[:k], params["max_schedules"])[1]
+                    + leaf_schedules(data, sorted_rows[k:], params["max_schedules"])[1])
+            gain = base - loss
+            if best is None or gain > best[0] + 1e-9:
+                best = (gain, f, (v[k - 1] + v[k]) / 2)
+    if best is None or best[0] < params["min_gain"] * n:
+        return None
+    return best
+
+
+def fit_tree(data, rows, params):
+    """The tree as a list of nodes (index 0 the root; children after their parent)."""
+    nodes = []
+
+    def grow(rows, depth):
+        at = len(nodes)
+        nodes.append(None)
+        split = best_split(data, rows, params) if depth < params["max_depth"] else None
+        if split is None:
+            chosen, loss = leaf_schedules(data, rows, params["max_schedules"])
+            nodes[at] = {"leaf": None, "schedules": [data.texts[t] for t in chosen], "cases": int(len(rows)),
+                         "graphs": int(len(set(data.graphs[rows]))),
+                         "geomean_regret": round(math.exp(loss / len(rows)), 4)}
+            return at
+        _, f, threshold = split
+        go_left = data.X[rows, f] <= threshold
+        node = {"feature": FEATURE_NAMES[f], "threshold": float(threshold)}
+        nodes[at] = node
+        node["left"] = grow(rows[go_left], depth + 1)
+        node["right"] = grow(rows[~go_left], depth + 1)
+        return at
+
+    grow(np.asarray(rows), 0)
+    leaf_id = 0
+    for node in nodes:
+        if "leaf" in node:
+            node["leaf"] = leaf_id
+            leaf_id += 1
+    return nodes
+
+
+def walk(nodes, fp, op):
+    """The answering leaf node, as the runtime walks it (value <= threshold goes left)."""
+    node = nodes[0]
+    while "leaf" not in node:
+        node = nodes[node["left"] if FEATURES[node["feature"]](fp, op) <= node["threshold"] else node["right"]]
+    return node
+
+
+def regret_of(case, text, cap):
+    """The capped regret of running text in the case, or None when it was not measured there."""
+    best = min(case["times"].values())
+    if text in case["times"]:
+        return min(case["times"][text] / best, cap)
+    if text in case.get("slow", ()):
+        return cap
+    return None
+
+
+def rule_regret(nodes, case, cap):
+    """Regret of the rule in a case: the leaf's first text measured there (as the runtime takes the
+    first usable one); the hand rule's (the recorded default) if none was measured."""
+    for text in walk(nodes, case["fp"], case["op"])["schedules"]:
+        r = regret_of(case, text, cap)
+        if r is not None:
+            return r
+    return regret_of(case, case["default"], cap)
+
+
+def summarise(regrets):
+    r = np.asarray(regrets, dtype=float)
+    return {"cases": int(len(r)), "within_10pct": round(float((r <= 1.10).mean()), 4) if len(r) else None,
+            "geomean_regret": round(float(np.exp(np.log(r).mean())), 4) if len(r) else None,
+            "worst_regret": round(float(r.max()), 4) if len(r) else None}
+
+
+def fit_rule(cases, params):
+    data = Data(cases, params["regret_cap"])
+    return fit_tree(data, np.arange(len(cases)), params)
+
+
+def validate(cases, params):
+    """Leave one graph out: fit on the other graphs, score this graph's cases."""
+    cap = params["regret_cap"]
+    per_graph, fitted_all, hand_all = [], [], []
+    for g in sorted({c["graph"] for c in cases}):
+        train = [c for c in cases if c["graph"] != g]
+        test = [c for c in cases if c["graph"] == g]
+        nodes = fit_rule(train, params)
+        fitted = [rule_regret(nodes, c, cap) for c in test]
+        hand = [regret_of(c, c["default"], cap) for c in test]
+        fitted_all += fitted
+        hand_all += hand
+        per_graph.append({"graph": g, "fitted": summarise(fitted), "hand": summarise(hand)})
+    return {"per_graph": per_graph, "fitted": summarise(fitted_all), "hand": summarise(hand_all)}
+
+
+def make_rule(cases, params, cases_doc_sha):
+    nodes = fit_rule(cases, params)
+    cap = params["regret_cap"]
+    return {
+        "format": RULE_FORMAT,
+        "version": RULE_VERSION,
+        "generated_by": "bench/fit_default_rule.py",
+        "features": sorted({n["feature"] for n in nodes if "feature" in n}),
+        "nodes": nodes,
+        "fit": {"params": params, "cases": len(cases), "graphs": len({c["graph"] for c in cases}),
+                "cases_sha256": cases_doc_sha,
+                # cases the tuner's budget cut before every candidate was measured (None: not known)
+                "partly_measured_cases": (None if any(c.get("complete") is None for c in cases)
+                                          else sum(1 for c in cases if not c["complete"])),
+                "in_sample": summarise([rule_regret(nodes, c, cap) for c in cases]),
+                "hand_rule": summarise([regret_of(c, c["default"], cap) for c in cases]),
+                # the leaf of every extract case, in extract order: the runtime's walk is checked against it
+                "case_leaves": [walk(nodes, c["fp"], c["op"])["leaf"] for c in cases]},
+    }
+
+
+def dump_rule(rule):
+    return json.dumps(rule, indent=1) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ report
+
+def op_label(op):
+    return (f"{MODEL_NAMES[op['model']]} H{op['heads']} D{op['dim']} "
+            f"{ {0: 'fp32', 1: 'fp16', 2: 'bf16', 3: 'fp64'}[op['dtype']] } {PASS_NAMES[op['pass']]}")
+
+
+def report_markdown(rule, validation, sources):
+    fit = rule["fit"]
+    lines = ["# The fitted default rule: leave-one-graph-out validation", "",
+             f"Made by `bench/fit_default_rule.py` from {fit['cases']} cases (graph, op, pass) on {fit['graphs']} "
+             f"graphs ({', '.join(sources)}). Regret = the schedule's tuner-measured median over the case's best; "
+             f"a schedule not measured in a case, or slower than {fit['params']['regret_cap']}x, counts as "
+             f"{fit['params']['regret_cap']}x. The hand rule is the default the tuner recorded with each case.", "",
+             f"The fit takes a leaf text the tuner did not measure in a case for one the runtime skips there (not "
+             f"among its candidates). That holds where the tuner measured every candidate; in "
+             f"{fit['partly_measured_cases']} cases its budget ran out first, and there the runtime may run a "
+             f"text the fit saw no time for.", "",
+             "## Summary", "",
+             "| rule | cases | within 10% of best | geomean regret | worst |", "|---|---|---|---|---|"]
+
+    def row(name, s):
+        return f"| {name} | {s['cases']} | {100 * s['within_10pct']:.1f}% | {s['geomean_regret']:.3f} | {s['worst_regret']:.2f} |"
+
+    lines += [row("fitted, leave one graph out", validation["fitted"]), row("hand rule", validation["hand"]),
+              row("fitted, in sample (all graphs)", fit["in_sample"]), "",
+              "## Per left-out graph", "",
+              "| graph | cases | fitted within 10% | fitted geomean | hand within 10% | hand geomean |",
+              "|---|---|---|---|---|---|"]
+    for g in validation["per_graph"]:
+        f, h = g["fitted"], g["hand"]
+        lines.append(f"| {g['graph']} | {f['cases']} | {100 * f['within_10pct']:.0f}% | {f['geomean_regret']:.3f} | "
+                     f"{100 * h['within_10pct']:.0f}% | {h['geomean_regret']:.3f} |")
+    lines += ["", "## The rule (all graphs)", "", "```"]
+
+    def show(i, depth):
+        n = rule["nodes"][i]
+        pad = "  " * depth
+        if "leaf" in n:
+            lines.append(f"{pad}leaf {n['leaf']} ({n['cases']} cases, {n['graphs']} graphs, geomean "
+                         f"{n['geomean_regret']:.3f}): " + " > ".join(n["schedules"]))
+        else:
+            lines.append(f"{pad}{n['feature']} <= {n['threshold']:.6g}:")
+            show(n["left"], depth + 1)
+            lines.append(f"{pad}else:")
+            show(n["right"], depth + 1)
+
+    show(0, 0)
+    lines += ["```", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ main
+
+def sha256_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def read_reports(report_paths):
+    """From dfgnn-tune --json reports: {"n<N>.e<E>": graph name} (the databases hold fingerprints
+    only) and, per case key, whether the tuner measured every candidate (a budget cut leaves some
+    unmeasured: there the runtime may take a leaf text the fit saw no time for)."""
+    names, complete = {}, {}
+    dtypes = {"float32": 0, "float16": 1, "bfloat16": 2}
+    for path in report_paths:
+        try:
+            with open(path) as f:
+                problems = json.load(f)["problems"]
+            for p in problems:
+                label = f"n{p['nodes']}.e{p['edges']}"
+                names[label] = os.path.basename(p["graph"].rstrip("/"))
+                for r in p["report"]:
+                    key = (label, MODEL_NAMES.index(p["model"]), dtypes[p["dtype"]], p["heads"], p["dim"],
+                           PASS_NAMES.index(r["pass"]))
+                    complete[key] = len(r["timed"]) >= r["candidates"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise FitError(f"{path}: not a dfgnn-tune report with problems[].graph/nodes/edges/report: {e}") from e
+    return names, complete
+
+
+def case_key(label, op):
+    return (label, op["model"], op["dtype"], op["heads"], op["dim"], op["pass"])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--db", nargs="+", help="tuning databases (SQLite)")
+    src.add_argument("--cases", help="a case extract written by --write-cases")
+    ap.add_argument("--env-class", help="the GPU class to use when the databases hold several")
+    ap.add_argument("--names-from", nargs="+", default=[],
+                    help="dfgnn-tune --json reports (problems[].graph, nodes, edges) naming the graphs")
+    ap.add_argument("--write-cases", help="with --db: write the extract here (the rule is fitted from it)")
+    ap.add_argument("--rule", help="write the fitted rule here")
+    ap.add_argument("--check", help="fit and compare with this committed rule; exit 1 if it differs")
+    ap.add_argument("--report", help="write the validation as REPORT.md and REPORT.json")
+    for k, v in DEFAULT_PARAMS.items():
+        ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
+    a = ap.parse_args(argv)
+    params = {k: getattr(a, k) for k in DEFAULT_PARAMS}
+    try:
+        if a.db:
+            names, complete = read_reports(a.names_from)
+            if not a.write_cases:
+                raise FitError("--db needs --write-cases (the rule is fitted from the extract)")
+            sources = [os.path.basename(p) for p in a.db]
+            cases = load_databases(a.db, a.env_class, names)
+            for c in cases:
+                c["complete"] = complete.get(case_key(graph_label(c["fp"]), c["op"]))
+            write_cases(cases, a.write_cases, params["regret_cap"], sources)
+            cases_path = a.write_cases
+        else:
+            cases_path = a.cases
+        cases, doc = read_cases(cases_path)
+        if doc["regret_cap"] < params["regret_cap"]:
+            raise FitError(f"{cases_path} keeps times up to {doc['regret_cap']}x; --regret-cap must not exceed it")
+        rule = make_rule(cases, params, sha256_of(cases_path))
+        text = dump_rule(rule)
+        if a.rule:
+            with open(a.rule, "w") as f:
+                f.write(text)
+        if a.check:
+            with open(a.check) as f:
+                committed = f.read()
+            if committed != text:
+                print(f"{a.check} differs from the rule fitted on {cases_path}: regenerate it with "
+                      f"bench/fit_default_rule.py --cases {cases_path} --rule {a.check}", file=sys.stderr)
+                return 1
+            print(f"{a.check} matches the rule fitted on {cases_path}")
+        if a.report:
+            validation = validate(cases, params)
+            with open(a.report + ".json", "w") as f:
+                json.dump({"params": params, "validation": validation, "in_sample": rule["fit"]["in_sample"]}, f,
+                          indent=1)
+            with open(a.report + ".md", "w") as f:
+                f.write(report_markdown(rule, validation, doc["sources"]))
+            v = validation
+            print(f"leave one graph out: fitted {100 * v['fitted']['within_10pct']:.1f}% within 10%, geomean "
+                  f"{v['fitted']['geomean_regret']:.3f}; hand rule {100 * v['hand']['within_10pct']:.1f}%, "
+                  f"{v['hand']['geomean_regret']:.3f}")
+    except FitError as e:
+        print(f"fit_default_rule: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an output or --check path that cannot be written or read
+        print(f"fit_default_rule: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

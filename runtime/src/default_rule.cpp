@@ -1,0 +1,224 @@
+#include "default_rule.hpp"
+
+#include "error.hpp"
+#include "logging.hpp"
+#include "op.hpp"
+#include "solver.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <iterator>
+
+namespace dfgnn {
+
+// Generated at build time from runtime/data/default_rule.json (cmake/embed_file.cmake).
+extern const char kDefaultRuleJson[];
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kFormat = "dfgnn-default-rule";
+constexpr int kVersion = 1;
+
+double log2_at_least_1(int64_t x) { return std::log2(static_cast<double>(std::max<int64_t>(x, 1))); }
+
+// The features, as bench/fit_default_rule.py's FEATURES computes them: same names, same formulas.
+struct Feature {
+  const char* name;
+  double (*value)(const dfgnn_fingerprint_t& fp, const PassProblem& p);
+};
+const Feature kFeatures[] = {
+    {"log2_nodes", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return log2_at_least_1(fp.num_nodes); }},
+    {"log2_edges", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return log2_at_least_1(fp.num_edges); }},
+    {"mean_degree", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.mean_degree; }},
+    {"log2_max_degree",
+     [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return std::log2(static_cast<double>(fp.max_degree) + 1); }},
+    {"p50", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.p50; }},
+    {"p90", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.p90; }},
+    {"p99", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.p99; }},
+    {"p999", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.p999; }},
+    {"cv", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.cv; }},
+    {"gini", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.gini; }},
+    {"top1pct_edge_share", [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return fp.top1pct_edge_share; }},
+    {"hub_row_share",
+     [](const dfgnn_fingerprint_t& fp, const PassProblem&) {
+       return static_cast<double>(fp.hub_rows[0]) / static_cast<double>(std::max<int64_t>(fp.num_nodes, 1));
+     }},
+    {"log2_long_rows",
+     [](const dfgnn_fingerprint_t& fp, const PassProblem&) { return std::log2(static_cast<double>(fp.hub_rows[2]) + 1); }},
+    {"model", [](const dfgnn_fingerprint_t&, const PassProblem& p) { return static_cast<double>(p.op.model); }},
+    {"pass", [](const dfgnn_fingerprint_t&, const PassProblem& p) { return static_cast<double>(p.pass); }},
+    {"heads", [](const dfgnn_fingerprint_t&, const PassProblem& p) { return static_cast<double>(p.op.heads); }},
+    {"dim", [](const dfgnn_fingerprint_t&, const PassProblem& p) { return static_cast<double>(p.op.dim); }},
+    {"dtype_bytes",
+     [](const dfgnn_fingerprint_t&, const PassProblem& p) { return static_cast<double>(dtype_size(p.op.dtype)); }},
+};
+
+int32_t feature_index(std::string_view name) {
+  for (size_t i = 0; i < std::size(kFeatures); ++i)
+    if (name == kFeatures[i].name) return static_cast<int32_t>(i);
+  return -1;
+}
+
+const Json& member(const Json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end()) fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} has no \"{}\"", where, key);
+  return *it;
+}
+
+int32_t node_index(const Json& v, const char* key, size_t at, size_t count) {
+  const std::string where = fmt::format("node {}", at);
+  const Json& j = member(v, key, where);
+  // Children after their parent: the walk always ends, and a cycle cannot be written.
+  if (!j.is_number_integer() || j.get<int64_t>() <= static_cast<int64_t>(at) || j.get<int64_t>() >= static_cast<int64_t>(count))
+    fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} \"{}\" = {} is not a node index in ({}, {})", where, key, j.dump(),
+         at, count);
+  return static_cast<int32_t>(j.get<int64_t>());
+}
+
+}  // namespace
+
+std::optional<double> rule_feature(std::string_view name, const PassProblem& problem) {
+  const int32_t i = feature_index(name);
+  if (i < 0) return std::nullopt;
+  return kFeatures[i].value(*problem.fingerprint, problem);
+}
+
+FittedRule FittedRule::parse(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    fail(DFGNN_STATUS_PARSE_ERROR, "default rule: not valid JSON: {}", e.what());
+  }
+  if (!j.is_object()) fail(DFGNN_STATUS_PARSE_ERROR, "default rule: expected a JSON object, got {}", j.type_name());
+  const Json& format = member(j, "format", "the rule");
+  if (format != kFormat)
+    fail(DFGNN_STATUS_PARSE_ERROR, "default rule: \"format\" is {}, not \"{}\"", format.dump(), kFormat);
+  const Json& version = member(j, "version", "the rule");
+  if (version != kVersion)
+    fail(DFGNN_STATUS_PARSE_ERROR, "default rule: \"version\" {} is not {} (this build's)", version.dump(), kVersion);
+  const Json& nodes = member(j, "nodes", "the rule");
+  if (!nodes.is_array() || nodes.empty())
+    fail(DFGNN_STATUS_PARSE_ERROR, "default rule: \"nodes\" must be a non-empty array");
+
+  FittedRule rule;
+  for (size_t at = 0; at < nodes.size(); ++at) {
+    const Json& v = nodes[at];
+    const std::string where = fmt::format("node {}", at);
+    if (!v.is_object()) fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} is not an object", where);
+    Node node;
+    if (v.contains("leaf")) {
+      const Json& id = v["leaf"];
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+        fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} \"leaf\" = {} is not a leaf number", where, id.dump());
+      Leaf leaf;
+      leaf.id = static_cast<int32_t>(id.get<int64_t>());
+      const Json& schedules = member(v, "schedules", where);
+      if (!schedules.is_array()) fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} \"schedules\" is not an array", where);
+      for (const Json& s : schedules) {
+        if (!s.is_string()) fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} holds a schedule that is not text: {}", where, s.dump());
+        leaf.schedules.push_back(s.get<std::string>());
+      }
+      node.leaf = static_cast<int32_t>(rule.leaves_.size());
+      rule.leaves_.push_back(std::move(leaf));
+    } else {
+      const Json& feature = member(v, "feature", where);
+      node.feature = feature.is_string() ? feature_index(feature.get<std::string>()) : -1;
+      if (node.feature < 0) {
+        std::string known;
+        for (const Feature& f : kFeatures) known += std::string(known.empty() ? "" : ", ") + f.name;
+        fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} splits on unknown feature {} (known: {})", where, feature.dump(), known);
+      }
+      const Json& threshold = member(v, "threshold", where);
+      if (!threshold.is_number() || !std::isfinite(threshold.get<double>()))
+        fail(DFGNN_STATUS_PARSE_ERROR, "default rule: {} \"threshold\" = {} is not a finite number", where, threshold.dump());
+      node.threshold = threshold.get<double>();
+      node.left = node_index(v, "left", at, nodes.size());
+      node.right = node_index(v, "right", at, nodes.size());
+    }
+    rule.nodes_.push_back(node);
+  }
+  return rule;
+}
+
+const FittedRule::Leaf& FittedRule::leaf_for(const PassProblem& problem) const {
+  const Node* node = &nodes_[0];
+  while (node->leaf < 0) {
+    const double value = kFeatures[node->feature].value(*problem.fingerprint, problem);
+    node = &nodes_[value <= node->threshold ? node->left : node->right];
+  }
+  return leaves_[node->leaf];
+}
+
+std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) const {
+  const Leaf& leaf = leaf_for(problem);
+  for (const std::string& text : leaf.schedules) {
+    try {
+      const Schedule s = parse_schedule(text);
+      const Solver& solver = solver_of(s);
+      if (!solver.applicable(problem)) {
+        log().debug("default rule leaf {}: {} does not apply to {} {}", leaf.id, text, model_name(problem.op.model),
+                    pass_name(problem.pass));
+        continue;
+      }
+      if (const std::string reason = solver.invalid_reason(problem, s); !reason.empty()) {
+        log().debug("default rule leaf {}: {} is not valid here: {}", leaf.id, text, reason);
+        continue;
+      }
+      // Only what the tuner would race here: the fit scored a text where the tuner measured it,
+      // and counted it as skipped elsewhere, so a valid text outside the search space is skipped.
+      const std::vector<Schedule> space = solver.enumerate(problem);
+      if (std::find(space.begin(), space.end(), s) == space.end()) {
+        log().debug("default rule leaf {}: {} is not among the tuner's candidates here", leaf.id, text);
+        continue;
+      }
+      return DefaultChoice{s, fmt::format("fitted rule leaf {}", leaf.id)};
+    } catch (const Error& e) {
+      log().debug("default rule leaf {}: {} skipped: {}", leaf.id, text, e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<const FittedRule> parse_rule_or_warn(const std::string& text, std::string_view origin) {
+  try {
+    return std::make_shared<const FittedRule>(FittedRule::parse(text));
+  } catch (const Error& e) {
+    log().warn("the {} default rule is not usable, the hand rule answers instead: {}", origin, e.what());
+    return nullptr;
+  }
+}
+
+DefaultChoice choose_default(const FittedRule* rule, const PassProblem& problem) {
+  if (rule != nullptr)
+    if (std::optional<DefaultChoice> choice = rule->choose(problem)) return *std::move(choice);
+  return {hand_rule_schedule(problem), "hand rule"};
+}
+
+const char* embedded_rule_text() { return kDefaultRuleJson; }
+
+const FittedRule* embedded_rule() {
+  static const std::shared_ptr<const FittedRule> rule = parse_rule_or_warn(kDefaultRuleJson, "embedded");
+  return rule.get();
+}
+
+bool hand_rule_selected() {
+  const char* v = std::getenv("DFGNN_DEFAULT_RULE");
+  if (v == nullptr || *v == '\0') return false;
+  const std::string_view s(v);
+  if (s == "hand") return true;
+  if (s != "fitted") {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log().warn("DFGNN_DEFAULT_RULE='{}' is not 'hand' or 'fitted'; the fitted rule answers", s);
+  }
+  return false;
+}
+
+}  // namespace dfgnn

@@ -1,0 +1,68 @@
+// The fitted default rule: what dispatch runs for a problem nobody tuned. A small decision tree over
+// fingerprint and op features, fitted on sweep data by bench/fit_default_rule.py; its JSON
+// (runtime/data/default_rule.json) is embedded into the library at build time. Every leaf holds
+// schedule texts, best first; the first that is valid for the problem answers. Where none is, or
+// the rule does not parse, the hand rule (schedule.hpp) answers.
+#pragma once
+
+#include "schedule.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dfgnn {
+
+class FittedRule {
+ public:
+  struct Leaf {
+    int32_t id = 0;                      // the fitter's leaf number, named in explain
+    std::vector<std::string> schedules;  // best first
+  };
+
+  // Throws Error(PARSE_ERROR) naming what is wrong (not JSON, wrong format or version, an unknown
+  // feature, a child index that does not point forward, ...).
+  static FittedRule parse(const std::string& text);
+
+  // The leaf the problem's features lead to (value <= threshold goes left). Features outside the
+  // fitted range simply follow the tree to its nearest leaf.
+  const Leaf& leaf_for(const PassProblem& problem) const;
+  // The leaf's first schedule that parses, whose solver applies to the problem, which is valid for
+  // it and which is among its solver's candidates for it (the tuner's search space, which the fit
+  // was scored on); nullopt when none is.
+  std::optional<DefaultChoice> choose(const PassProblem& problem) const;
+
+ private:
+  struct Node {
+    int32_t feature = -1;  // index into the feature table; -1: a leaf
+    double threshold = 0;
+    int32_t left = 0, right = 0;  // node indices (children come after their parent)
+    int32_t leaf = -1;            // index into leaves_
+  };
+  std::vector<Node> nodes_;
+  std::vector<Leaf> leaves_;
+};
+
+// The value of a rule feature (the names of bench/fit_default_rule.py's FEATURES) for a problem;
+// nullopt for an unknown name.
+std::optional<double> rule_feature(std::string_view name, const PassProblem& problem);
+
+// The rule text, or null when it does not parse: then one warning naming `origin` and the reason
+// is logged.
+std::shared_ptr<const FittedRule> parse_rule_or_warn(const std::string& text, std::string_view origin);
+// The rule embedded at build time, parsed on first use (null when it does not parse).
+const FittedRule* embedded_rule();
+// The embedded rule's text (runtime/data/default_rule.json).
+const char* embedded_rule_text();
+
+// The default rule's answer with the given fitted rule (null: none): its choice, else the hand
+// rule's. default_choice() (schedule.hpp) calls it with the embedded rule.
+DefaultChoice choose_default(const FittedRule* rule, const PassProblem& problem);
+
+// DFGNN_DEFAULT_RULE: "hand" selects the hand rule (for A/B benchmarks); unset, empty or
+// "fitted" the fitted rule. Another value is warned about once and means "fitted".
+bool hand_rule_selected();
+
+}  // namespace dfgnn
