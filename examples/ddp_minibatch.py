@@ -64,6 +64,8 @@ def parse_args(argv=None):
                    help="the read-only site database every rank dispatches from ({rank} and {local_rank} are "
                         "replaced: node-local copies)")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--backend", choices=["nccl", "gloo"],
+                   help="DDP's backend (default nccl on cuda, gloo on cpu; gloo lets ranks share one GPU)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a collective waits for the other ranks")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write the report here (rank 0)")
@@ -231,7 +233,7 @@ def run(args):
     if cuda:
         torch.cuda.set_device(local_rank % torch.cuda.device_count())  # ranks may share a GPU (tests)
     timeout = datetime.timedelta(seconds=args.timeout)
-    backend = os.environ.get("DDP_BACKEND") or ("nccl" if cuda else "gloo")
+    backend = args.backend or ("nccl" if cuda else "gloo")
     dist.init_process_group(backend, timeout=timeout)
     # Control messages (checks, reports) go through gloo: it has timeouts on the CPU and needs no GPU.
     control = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)

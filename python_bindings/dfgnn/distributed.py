@@ -238,8 +238,21 @@ def _group(timeout_s):
         dist.init_process_group("gloo", timeout=timeout)
         created = True
     world = dist.get_world_size()
+    _set_local_device()
     group = dist.group.WORLD if dist.get_backend() == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
     return dist.get_rank(), world, group, created
+
+
+def _set_local_device():
+    """Makes torchrun's LOCAL_RANK the current CUDA device (dfgnn's contexts use the current device)."""
+    if "LOCAL_RANK" not in os.environ:
+        return
+    try:
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+    except ImportError:
+        pass
 
 
 def _dist_initialized():
@@ -352,7 +365,10 @@ def _tune(rank, world, group, graphs, ops, directions, budget, split, exclusive,
                           results=all_results, failures=[f for r in reports for f in r["failures"]],
                           agreement=agreement(all_results, noise_band), noise_band=noise_band, merge=merge)
         except Exception as e:  # noqa: BLE001 - every rank must learn that rank 0 failed
-            error = f"rank 0: merge and export failed: {e}"
+            failed = [f for r in reports for f in r["failures"]]
+            error = f"rank 0: merge and export failed: {e}" + (
+                f" ({len(failed)} tuning call(s) failed, the first on rank {failed[0]['rank']}: {failed[0]['error']})"
+                if failed else "")
     if world > 1:
         import torch.distributed as dist
         box = [report, error]
@@ -384,10 +400,9 @@ def _parse(argv):
     t.add_argument("graphs", nargs="+", help="graph files, dataset directories or rmat:SCALE[:EDGES[:SEED]]")
     t.add_argument("--out", required=True, help="the site snapshot to write")
     t.add_argument("--work-dir", required=True, help="shared directory of the rank databases")
-    t.add_argument("--model", default="transformer", help="comma-separated models (default transformer)")
+    t.add_argument("--op", action="append", metavar="MODEL:HEADS:DIM",
+                   help="an op to tune (repeatable; default transformer:1:128), in each --dtype")
     t.add_argument("--dtype", default="float32", help="comma-separated dtypes")
-    t.add_argument("--heads", type=int, default=1)
-    t.add_argument("--dim", type=int, default=128)
     t.add_argument("--direction", default="forward", choices=["forward", "backward", "both"])
     t.add_argument("--budget", type=float, default=20.0, help="seconds per problem")
     t.add_argument("--self-loops", action="store_true", help="add self-loops to every graph (GATConv's default)")
@@ -412,8 +427,13 @@ def main(argv=None):
         print("\n".join(r["log"]))
         return 0
     from ._op import make_op
-    ops = [make_op(model, dtype, args.heads, args.dim)
-           for model in args.model.split(",") for dtype in args.dtype.split(",")]
+    ops = []
+    for text in args.op or ["transformer:1:128"]:
+        parts = text.split(":")
+        if len(parts) != 3 or not all(x.isdigit() for x in parts[1:]):
+            print(f"dfgnn.distributed: --op {text!r}: expected MODEL:HEADS:DIM, e.g. gat:8:8", file=sys.stderr)
+            return 2
+        ops += [make_op(parts[0], dtype, int(parts[1]), int(parts[2])) for dtype in args.dtype.split(",")]
     directions = ["forward", "backward"] if args.direction == "both" else [args.direction]
     try:
         report = tune_distributed(args.graphs, ops, args.out, args.work_dir, directions=directions,

@@ -215,6 +215,27 @@ def test_a_world_of_one_needs_no_torch_distributed(tmp_path, monkeypatch):
     assert {r["edges"] for r in site_rows(tmp_path / "site.db")} == {edges_of("rmat:7:900"), 10556}
 
 
+@requires_fake_tune
+def test_merge_command_finishes_what_a_dead_job_left(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    fake_tune(dd.rank_database(work, 0), "rmat:7:900", "gat", 2, 16, "forward", H200, 1)
+    fake_tune(dd.rank_database(work, 3), "rmat:8:2000", "gat", 2, 16, "forward", H200, 2)
+    p = subprocess.run([sys.executable, "-m", "dfgnn.distributed", "merge", str(work), "--out", str(tmp_path / "s.db")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert {r["edges"] for r in site_rows(tmp_path / "s.db")} == {edges_of("rmat:7:900"), edges_of("rmat:8:2000")}
+    p = subprocess.run([sys.executable, "-m", "dfgnn.distributed", "merge", str(tmp_path / "none"), "--out",
+                        str(tmp_path / "t.db")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "no rank-*.db in" in p.stderr
+
+
+def test_tune_command_rejects_a_malformed_op(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "dfgnn.distributed", "tune", "rmat:5", "--op", "gat:8", "--out",
+                        str(tmp_path / "s.db"), "--work-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--op 'gat:8': expected MODEL:HEADS:DIM" in p.stderr
+
+
 # ------------------------------------------------------------------------------ 2-3 ranks (gloo)
 
 @requires_torch
