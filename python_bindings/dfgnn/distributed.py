@@ -281,7 +281,7 @@ def tune_distributed(graphs, ops, out, work_dir, *, directions=("forward",), bud
     call that fails is recorded and the rest continue; the snapshot holds what was tuned. Raises
     :class:`DistributedTuningError` (on rank 0) if a rank did not finish: nothing is exported then,
     and the rank databases in ``work_dir`` stay mergeable."""
-    from ._op import as_direction  # noqa: F401 - validates direction names early
+    from ._op import as_direction
     graphs = [os.fspath(g) for g in graphs]
     ops = list(ops)
     directions = [directions] if isinstance(directions, str) else list(directions)
