@@ -19,7 +19,8 @@ graph too large for full-graph training on one GPU, with PyG's layers in the sam
   (sampled edges / epoch time; summed over ranks for the job), and peak GPU memory.
 
     torchrun --nproc_per_node 2 examples/ddp_minibatch.py --site-db site.db --json ddp.json
-    torchrun --nproc_per_node 1 examples/ddp_minibatch.py --site-db site.db    # the 1-GPU baseline
+    torchrun --nproc_per_node 1 examples/ddp_minibatch.py --site-db site.db --json one.json  # 1-GPU baseline
+    torchrun --nproc_per_node 4 examples/ddp_minibatch.py --site-db site.db --baseline one.json  # + efficiency
     python examples/ddp_minibatch.py --device cpu --rmat 10 --site-db site.db  # one process, CPU
 
 --device cpu uses gloo and dfgnn.torch's float64 reference path (a check of the script, not a speed
@@ -69,6 +70,8 @@ def parse_args(argv=None):
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a collective waits for the other ranks")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write the report here (rank 0)")
+    p.add_argument("--baseline", help="the --json report of a 1-process run: adds the scaling efficiency "
+                                      "(edges/s of this job / (world x edges/s of that run))")
     args = p.parse_args(argv)
     args.model = [m for m in args.model.split(",") if m]
     args.layers = [x for x in args.layers.split(",") if x]
@@ -321,6 +324,13 @@ def _run(args, rank, world, local_rank, cuda, backend, control, dist, torch, DDP
                             peak_memory_bytes_max=max((p["peak_memory_bytes"] or 0) for p in per) or None)
             print(f"{key}: world {world}, epoch {job[key]['epoch_s']:.3f} s, step {job[key]['step_ms_median']:.2f} ms"
                   f" (median over ranks' medians), {job[key]['edges_per_s'] / 1e6:.2f} M edges/s", flush=True)
+        if args.baseline:
+            base = json.loads(Path(args.baseline).read_text())["job"]
+            for key, j in job.items():
+                if key in base and base[key]["edges_per_s"]:
+                    j["scaling_efficiency"] = j["edges_per_s"] / (world * base[key]["edges_per_s"])
+                    print(f"{key}: scaling efficiency {100 * j['scaling_efficiency']:.1f}% against 1 process",
+                          flush=True)
         print(f"dispatch identical on every rank: {same_dispatch}", flush=True)
         report = dict(world=world, backend=backend, nccl_nvls_enable=os.environ.get("NCCL_NVLS_ENABLE"),
                       graph=graph_info, train_nodes=int(seeds.numel()), batch_size=args.batch_size, fanout=fanout,
