@@ -274,7 +274,8 @@ def tune_distributed(graphs, ops, out, work_dir, *, directions=("forward",), bud
     repeated measurements). ``exclusive``: the ranks measure one after the other (several ranks on
     one GPU, whose timings would otherwise disturb each other). ``measure``: see :class:`Tuner`.
     ``timeout_s``: how long the ranks wait for each other after tuning (default: the budget of the
-    largest share, doubled, plus 10 minutes).
+    largest share, doubled, plus 10 minutes). Runs already in ``work_dir``'s rank databases (an earlier
+    job's) are pooled with the new ones: give a fresh directory for a snapshot of this job alone.
 
     Returns, on every rank, rank 0's report: per problem and rank the tuning report ("results"),
     the agreement of ranks of one GPU class ("agreement"), failures, and the merge's lines. A tuning
