@@ -273,15 +273,16 @@ def tune_distributed(graphs, ops, out, work_dir, *, directions=("forward",), bud
     :func:`shard` of the graphs (True) or every graph (False, for :func:`agreement` and for pooling
     repeated measurements). ``exclusive``: the ranks measure one after the other (several ranks on
     one GPU, whose timings would otherwise disturb each other). ``measure``: see :class:`Tuner`.
-    ``timeout_s``: how long the ranks wait for each other after tuning (default: the budget of the
-    largest share, doubled, plus 10 minutes). Runs already in ``work_dir``'s rank databases (an earlier
+    ``timeout_s``: how long the ranks wait for each other after tuning (default: the budget of every
+    problem of every graph, doubled, plus 10 minutes). Runs already in ``work_dir``'s rank databases (an earlier
     job's) are pooled with the new ones: give a fresh directory for a snapshot of this job alone.
 
     Returns, on every rank, rank 0's report: per problem and rank the tuning report ("results"),
     the agreement of ranks of one GPU class ("agreement"), failures, and the merge's lines. A tuning
     call that fails is recorded and the rest continue; the snapshot holds what was tuned. Raises
-    :class:`DistributedTuningError` (on rank 0) if a rank did not finish: nothing is exported then,
-    and the rank databases in ``work_dir`` stay mergeable."""
+    :class:`DistributedTuningError` on the ranks still running if a rank did not finish (rank 0 names
+    it) or the merge failed: nothing is exported then, and the rank databases in ``work_dir`` stay
+    mergeable."""
     from ._op import as_direction
     graphs = [os.fspath(g) for g in graphs]
     ops = list(ops)
