@@ -20,7 +20,8 @@
 #   STEPS          the steps after install, space-separated (default: all of pytest train_cora train_bench
 #                  attention_memory edge_bench inference_bench op_overhead e2e wheel ddp); T_E2E (240) limits
 #                  e2e, T_WHEEL (150) the wheel step (pip wheel here, a fresh venv beside torch, wheel-check.py
-#                  --gpu with the toolkit visible and again with it hidden, so NVRTC comes from torch's wheel)
+#                  --gpu with the toolkit visible and again with it hidden, so NVRTC comes from torch's wheel);
+#                  not by default: ddp1gpu (bench/ddp-one-gpu.sh, 2 ranks on one GPU; T_DDP1GPU, 150)
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
 # a second run on a warm machine rebuilds only what changed. Exit status: 0 when every step passed.
@@ -175,6 +176,12 @@ if want ddp && [ "${gpus:-0}" -ge 2 ]; then
   grep -E "identical|accuracy" "$out/ddp.log"
 else
   echo "ddp: skipped ($gpus GPU visible, 2 needed)" | tee -a "$summary"
+fi
+
+# ---------------------------------------------------------------- DDP, 2 processes on one GPU (STEPS=ddp1gpu)
+if want ddp1gpu; then
+  run ddp1gpu "${T_DDP1GPU:-150}" "$out/ddp1gpu.log" env PYTHON="$py" bash bench/ddp-one-gpu.sh "$out/ddp1gpu"
+  tail -12 "$out/ddp1gpu.log"
 fi
 
 echo "=== done in $((SECONDS - start)) s (budget $budget s)" | tee -a "$summary"

@@ -5,7 +5,8 @@ Works without PyTorch and without a GPU: graphs (:class:`Graph`), degree fingerp
 float64 reference ops (:func:`reference_forward`, :func:`reference_backward`) on NumPy arrays.
 GPU ops over any DLPack CUDA arrays are in :mod:`dfgnn.ops`; PyTorch autograd ops and layers are
 in :mod:`dfgnn.torch` (imports torch). Tuning: :func:`tune`, :func:`explain`, :func:`set_tune_mode`,
-:func:`set_database`.
+:func:`set_database`; across the ranks of a distributed job: :func:`tune_distributed`
+(:mod:`dfgnn.distributed`).
 """
 
 from . import _nvrtc
@@ -23,6 +24,7 @@ from ._op import MODEL_INPUTS, Direction, DType, Model, Op, make_op as op  # noq
 from ._reference import reference_backward, reference_forward  # noqa: E402
 from ._tuning import explain, set_database, set_tune_mode, tune  # noqa: E402
 from . import ops  # noqa: E402
+from .distributed import tune_distributed  # noqa: E402  (the rest of it: dfgnn.distributed)
 
 Context = _dfgnn.Context
 
@@ -47,7 +49,7 @@ def has_device(context=None):
 __all__ = [
     "Graph", "Context", "Op", "Model", "DType", "Direction", "Status", "MODEL_INPUTS",
     "op", "ops", "reference_forward", "reference_backward", "has_device", "default_context",
-    "tune", "explain", "set_tune_mode", "set_database",
+    "tune", "explain", "set_tune_mode", "set_database", "tune_distributed",
     "library_version", "bucket_key", "fingerprint_distance", "fingerprint_to_json", "parse_fingerprint",
     "Error", "InvalidArgumentError", "GraphError", "DTypeError", "DeviceError", "OutOfMemoryError",
     "NoDeviceError", "CudaError", "CompileError", "NotSupportedError", "IoError", "ParseError",
