@@ -76,8 +76,6 @@ const char* level_name(DispatchLevel level) {
   return "unknown";
 }
 
-std::string default_rule_name(const PassProblem&) { return "built-in rule"; }
-
 namespace {
 
 std::string describe_first_answer(const Decision& d) {
@@ -413,9 +411,10 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   }
   Decision d = found ? std::move(*found) : Decision{};
   if (!found) {
-    d.schedule = default_schedule(problem);
+    DefaultChoice choice = default_choice(problem);
+    d.schedule = choice.schedule;
     d.level = d.origin = DispatchLevel::Default;
-    d.rule = default_rule_name(problem);
+    d.rule = std::move(choice.rule);
   }
   std::lock_guard lock(mutex_);
   // A database change or tuning while deciding retires this answer: it is returned, not remembered.
