@@ -9,6 +9,7 @@
 #include "cli_common.hpp"
 #include "dfgnn_bench_baseline.hpp"
 #include "dfgnn_bench_common.hpp"
+#include "stats.hpp"
 
 #include <dfgnn/dfgnn.h>
 
@@ -203,19 +204,14 @@ void fill_uniform(void* dst, size_t count, dfgnn_dtype_t dtype, uint64_t seed) {
 
 // ---------------------------------------------------------------- statistics and timing
 
-Stats stats_of(std::vector<float> ms) {
+Stats stats_of(const std::vector<float>& ms) {
   Stats s;
   s.count = static_cast<int>(ms.size());
   if (ms.empty()) return s;
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  s.median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-  auto rank = [&](double q) {
-    const size_t r = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
-    return static_cast<double>(ms[std::clamp<size_t>(r, 1, n) - 1]);
-  };
-  s.p10 = rank(0.10);
-  s.p90 = rank(0.90);
+  const std::vector<double> v(ms.begin(), ms.end());
+  s.median = dfgnn::stats::median_of(v);
+  s.p10 = dfgnn::stats::quantile_of(v, 0.10);
+  s.p90 = dfgnn::stats::quantile_of(v, 0.90);
   return s;
 }
 

@@ -460,7 +460,8 @@ bool later(int64_t t1, const std::string& u1, int64_t t2, const std::string& u2)
 }
 
 // Per schedule: statistics pooled over runs in run-id order (Chan et al.), min over runs, median
-// and solver id of the most recent run. Rows with broken statistics are skipped.
+// the count-weighted mean of the runs' medians, solver id of the most recent run. Rows with broken
+// statistics are skipped.
 std::vector<Pooled> pool_candidates(Connection& conn, int64_t result_id) {
   std::vector<Pooled> out;
   Query q(conn,
@@ -484,17 +485,16 @@ std::vector<Pooled> pool_candidates(Connection& conn, int64_t result_id) {
     }
     Pooled& p = out.back();
     CandidateStat& a = p.stat;
-    const double na = static_cast<double>(a.count), nb = static_cast<double>(c.count);
-    const double n = na + nb;
-    const double delta = c.mean_ms - a.mean_ms;
-    a.mean_ms += delta * nb / n;
-    a.m2 += c.m2 + delta * delta * na * nb / n;
-    a.count += c.count;
-    a.min_ms = std::min(a.min_ms, c.min_ms);
+    stats::Summary pooled = a.summary();
+    pooled.pool(c.summary());
+    a.median_ms += (c.median_ms - a.median_ms) * static_cast<double>(c.count) / static_cast<double>(pooled.count);
+    a.count = pooled.count;
+    a.mean_ms = pooled.mean;
+    a.m2 = pooled.m2;
+    a.min_ms = pooled.min;
     if (later(time, uuid, p.latest_time, p.latest_uuid)) {
       p.latest_time = time;
       p.latest_uuid = uuid;
-      a.median_ms = c.median_ms;
       a.solver_id = c.solver_id;
     }
   }
@@ -584,18 +584,17 @@ Winner compute_winner(Connection& conn, int64_t result_id, const RowValidator& v
     if (c.schedule == w.latest.default_schedule) def = &c;
   }
   if (eligible.empty()) return w;
-  auto better = [](const CandidateStat* a, const CandidateStat* b) {
-    return a->mean_ms != b->mean_ms ? a->mean_ms < b->mean_ms : a->schedule < b->schedule;
-  };
-  std::sort(eligible.begin(), eligible.end(), better);
-  const CandidateStat* best = eligible.front();
-  const CandidateStat* winner = best;
-  if (def != nullptr && def != best) {
-    const double se = std::sqrt(def->variance() / static_cast<double>(def->count) +
-                                best->variance() / static_cast<double>(best->count));
-    const double margin = std::max(policy.tie_relative * best->mean_ms, policy.tie_z * se);
-    if (def->mean_ms - best->mean_ms <= margin) winner = def;
+  // Best first, so that the runner-up is the first other than the winner.
+  std::sort(eligible.begin(), eligible.end(), [](const CandidateStat* a, const CandidateStat* b) {
+    return a->median_ms != b->median_ms ? a->median_ms < b->median_ms : a->schedule < b->schedule;
+  });
+  std::vector<stats::Named> named;
+  std::size_t def_index = stats::Choice::npos;
+  for (const CandidateStat* c : eligible) {
+    if (c == def) def_index = named.size();
+    named.push_back({c->schedule, c->summary()});
   }
+  const CandidateStat* winner = eligible[stats::choose_winner(named, def_index, policy.tie).winner];
   w.winner = *winner;
   for (const CandidateStat* c : eligible)
     if (c != winner) {
@@ -803,19 +802,12 @@ CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const s
   CandidateStat c;
   c.schedule = std::move(schedule);
   c.solver_id = solver_id;
-  if (samples_ms.empty()) return c;
-  c.min_ms = samples_ms.front();
-  for (double x : samples_ms) {  // Welford
-    ++c.count;
-    const double delta = x - c.mean_ms;
-    c.mean_ms += delta / static_cast<double>(c.count);
-    c.m2 += delta * (x - c.mean_ms);
-    c.min_ms = std::min(c.min_ms, x);
-  }
-  std::vector<double> sorted(samples_ms);
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  c.median_ms = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  const stats::Summary s = stats::summarize(samples_ms);
+  c.count = s.count;
+  c.mean_ms = s.mean;
+  c.m2 = s.m2;
+  c.min_ms = s.min;
+  c.median_ms = s.median;
   return c;
 }
 

@@ -52,6 +52,7 @@
 #pragma once
 
 #include "db_error.hpp"
+#include "stats.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -120,7 +121,8 @@ std::string fingerprint_hash(const std::string& text);
 
 // Measurement statistics of one candidate schedule, in milliseconds. As input (in a TuningRun):
 // the statistics of that run. As output (pooled_candidates()): pooled over all runs, with
-// median_ms taken from the most recent run that measured the schedule.
+// median_ms the count-weighted mean of the runs' medians (one run: its median), the location the
+// winner policy reads.
 struct CandidateStat {
   std::string schedule;    // text form, e.g. "subwarp:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0"
   int32_t solver_id = 0;   // the solver's stable id
@@ -131,6 +133,7 @@ struct CandidateStat {
   double median_ms = 0;
   // Sample variance M2 / (count - 1); 0 for fewer than two samples.
   double variance() const { return count > 1 ? m2 / static_cast<double>(count - 1) : 0.0; }
+  stats::Summary summary() const { return {count, mean_ms, m2, min_ms, median_ms}; }
 };
 
 // The temporary file an export to target by process pid writes before renaming it into place:
@@ -141,7 +144,7 @@ std::filesystem::path export_temp_path(const std::filesystem::path& target, int6
 // When process pid started, in clock ticks since boot (/proc/PID/stat); 0 where unknown.
 int64_t process_start_ticks(int64_t pid);
 
-// Convenience for the tuner: the statistics of a list of samples (ms).
+// Convenience for the tuner: the statistics of a list of samples (ms), as stats::summarize.
 CandidateStat summarize_samples(std::string schedule, int32_t solver_id, const std::vector<double>& samples_ms);
 
 // Input of put_result(): one tuning run of one problem.
@@ -163,7 +166,7 @@ struct TuningRun {
 // Pooled summary statistics of one schedule.
 struct ScheduleStats {
   int64_t count = 0;
-  double median_ms = 0;  // median of the most recent run that measured the schedule
+  double median_ms = 0;  // count-weighted mean of the runs' medians (one run: its median)
   double mean_ms = 0;    // pooled over all runs
   double variance = 0;   // pooled sample variance
   double min_ms = 0;
@@ -212,16 +215,15 @@ using RowValidator = std::function<std::string(const TuningResult&)>;
 // How the winner of a problem is chosen from its pooled candidate statistics.
 // 1. Eligible: pooled count >= min_count, finite statistics, and accepted by the validator of the
 //    writing database (if it has one).
-// 2. Best: the lowest pooled mean; ties broken by schedule text (lexicographic).
-// 3. Default preference: if the default schedule is eligible and statistically tied with the best
-//    (mean_default - mean_best <= max(tie_relative * mean_best,
-//                                         tie_z * sqrt(var_d / n_d + var_b / n_b))),
-//    the default wins. Set tie_relative = tie_z = 0 to disable.
+// 2. The winner policy of stats/stats.hpp over the eligible candidates (median and pooled moments,
+//    band `tie`): the lowest median wins (ties: schedule text), unless the default schedule is
+//    eligible and tied with it, then the default. The tuner decides by the same function on the
+//    same statistics, so a single run stores the winner the tuner reported. Set tie.tolerance =
+//    tie.z = tie.noise_floor = 0 to disable the default preference.
 // The default schedule is the one named by the most recent run.
 struct WinnerPolicy {
   int64_t min_count = 1;
-  double tie_relative = 0.01;
-  double tie_z = 2.0;
+  stats::TiePolicy tie;
 };
 
 // A compiled module, content-addressed by a key the caller derives from everything that changes

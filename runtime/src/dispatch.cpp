@@ -6,16 +6,16 @@
 #include "fingerprint.hpp"
 #include "graph.hpp"
 #include "logging.hpp"
+#include "nearest.hpp"
 #include "nvrtc.hpp"
 #include "op.hpp"
 #include "ops.hpp"
 #include "solver.hpp"
+#include "stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
-#include <map>
 
 namespace dfgnn {
 namespace {
@@ -33,19 +33,17 @@ TuneMode mode_from_environment() {
   return TuneMode::Off;
 }
 
-// Default nearest-fingerprint radius. Measured on the H200 (bench/results, tuning section): held-out
-// graphs at distance 1.6-1.9 from a tuned one ran its winner at 0.82-1.00 of their exhaustive best,
-// never below the default rule; at 2.7-4.3 the transfer fell to 0.2-0.5.
-constexpr double kNearestMaxDistance = 2.0;
-
+// The nearest-fingerprint radius: the calibrated one (bench/calibrate_nearest.py), unless the
+// environment overrides it.
 double distance_from_environment() {
+  const double calibrated = nearest_calibration().radius;
   const char* v = std::getenv("DFGNN_NEAREST_MAX_DISTANCE");
-  if (v == nullptr) return kNearestMaxDistance;
+  if (v == nullptr) return calibrated;
   char* end = nullptr;
   const double d = std::strtod(v, &end);
   if (end == v || d < 0) {
-    log().warn("DFGNN_NEAREST_MAX_DISTANCE='{}' is not a non-negative number; using {}", v, kNearestMaxDistance);
-    return kNearestMaxDistance;
+    log().warn("DFGNN_NEAREST_MAX_DISTANCE='{}' is not a non-negative number; using {}", v, calibrated);
+    return calibrated;
   }
   return d;
 }
@@ -287,76 +285,40 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
       return d;
     }
   }
-  // Nearest level: answers only when a tuned graph lies within the radius. The nearest graph decides
-  // which schedules are eligible: its stored winner and every candidate it measured within 4% of its
-  // best (twice the tuner's 2% tie tolerance: its near-tie band). The tuned graphs within twice the
-  // radius then break that near-tie: each rates the eligible schedules it measured by slowdown over
-  // its own best, weighted by exp(-distance), and the lowest weighted mean wins (ties: the text). A
-  // lone nearest winner inside the tuner's tie band transferred badly on the H200 (bench/results
-  // 2026-11-30); a clear winner of the nearest graph is never overridden.
-  constexpr double kNearTie = 1.04;
-  struct Neighbour {
-    double distance;
-    db::TuningResult row;
-  };
-  std::vector<Neighbour> neighbours;
+  // Nearest level (nearest.hpp): the tuned graphs within the vote radius, nearest first. Every
+  // result of this op and GPU class is a candidate (no bucket pre-filter: the calibrated distance
+  // alone decides who is near).
   const double radius = max_distance_;
+  const double vote_radius = radius * nearest_calibration().vote_factor;
+  std::vector<std::pair<double, db::TuningResult>> near;
   for (db::TuningResult& row : layers->candidates_for(env, key)) {
     const double distance = fingerprint_distance(fp, parse_fingerprint(row.fingerprint_text));  // validated rows
-    if (distance <= 2 * radius) neighbours.push_back({distance, std::move(row)});
+    if (distance <= vote_radius) near.emplace_back(distance, std::move(row));
   }
-  std::sort(neighbours.begin(), neighbours.end(), [](const Neighbour& a, const Neighbour& b) {
-    return a.distance != b.distance ? a.distance < b.distance : a.row.fingerprint_hash < b.row.fingerprint_hash;
+  std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second.fingerprint_hash < b.second.fingerprint_hash;
   });
-  if (neighbours.empty() || neighbours.front().distance > radius) return std::nullopt;
-
-  // Slowdown over the graph's own best of each candidate it measured (non-positive medians skipped).
-  auto slowdowns = [&](const db::TuningResult& row) {
-    std::map<std::string, double> out;
-    const std::vector<db::CandidateStat> stats = layers->pooled_candidates(row);
-    double best = std::numeric_limits<double>::infinity();
-    for (const db::CandidateStat& c : stats)
-      if (c.median_ms > 0) best = std::min(best, c.median_ms);
-    for (const db::CandidateStat& c : stats)
-      if (c.median_ms > 0 && std::isfinite(best)) out[c.schedule] = c.median_ms / best;
-    return out;
-  };
+  if (near.empty() || near.front().first > radius) return std::nullopt;
+  std::vector<TunedNeighbour> neighbours;
+  for (const auto& [distance, row] : near) {
+    TunedNeighbour n{distance, row.schedule, layers->pooled_candidates(row), 0.0};
+    std::vector<stats::Summary> summaries;
+    for (const db::CandidateStat& c : n.candidates) summaries.push_back(c.summary());
+    n.pooled_spread = stats::pooled_relative_spread(summaries);
+    neighbours.push_back(std::move(n));
+  }
+  const NearestRanking ranking = rank_nearest(neighbours, radius);
   Decision d;
   d.level = d.origin = DispatchLevel::Nearest;
-  d.distance = neighbours.front().distance;
+  d.distance = near.front().first;
   d.radius = radius;
-  const std::map<std::string, double> nearest = slowdowns(neighbours.front().row);
-  std::map<std::string, std::pair<double, double>> votes;  // eligible schedule -> (sum of w * slowdown, sum of w)
-  votes[neighbours.front().row.schedule];                   // the stored winner is always eligible
-  for (const auto& [text, slowdown] : nearest)
-    if (slowdown <= kNearTie) votes[text];
-  for (const Neighbour& n : neighbours) {
-    const std::map<std::string, double> rated = &n == &neighbours.front() ? nearest : slowdowns(n.row);
-    bool voted = false;
-    for (auto& [text, v] : votes) {
-      auto it = rated.find(text);
-      if (it == rated.end()) continue;
-      const double w = std::exp(-n.distance);
-      v.first += w * it->second;
-      v.second += w;
-      voted = true;
-    }
-    d.neighbours += voted;
-  }
-  std::vector<std::pair<double, std::string>> ranked;  // (mean slowdown, schedule), best first
-  if (d.neighbours <= 1) {
-    ranked.emplace_back(0.0, neighbours.front().row.schedule);  // no one to break its tie: the tuner's choice
-  } else {
-    for (const auto& [text, v] : votes)
-      ranked.emplace_back(v.second > 0 ? v.first / v.second : std::numeric_limits<double>::infinity(), text);
-    std::sort(ranked.begin(), ranked.end());
-  }
-  for (const auto& [slowdown, text] : ranked) {
-    db::TuningResult probe = neighbours.front().row;
+  d.neighbours = ranking.voters;
+  for (const std::string& text : ranking.schedules) {
+    db::TuningResult probe = near.front().second;
     probe.schedule = text;
     if (usable(probe, d.schedule)) {
-      d.layer = neighbours.front().row.layer;
-      d.row = std::move(neighbours.front().row);
+      d.layer = near.front().second.layer;
+      d.row = std::move(near.front().second);
       return d;
     }
   }

@@ -238,27 +238,89 @@ dfgnn_fingerprint_t parse_fingerprint(const std::string& text) {
   return fp;
 }
 
-// d(a, b) = 0.25 |dL(N)| + 0.25 |dL(E)| + 1.0 |dL(mean)| + 0.5 |dL(max)|
-//         + 1.0 sum_b |hist_a[b] - hist_b[b]|                     (L1 of shares, in [0, 2])
-//         + 2.0 |d top1pct_edge_share| + 2.0 |d gini|             (each in [0, 1])
-//         + 0.05 sum_k |dL(hub_rows[k])|                          (= 0.5 x mean over thresholds)
-// with L(x) = log2(1 + x). Weights: one unit ~ "worth a different schedule": a factor 2 in mean
-// degree (lanes per row), the whole degree mass moving bins, or a 0.5 swing in tail share/Gini;
-// N and E matter only for occupancy (and mean already carries E/N), max and hub counts for the
-// hub-split threshold. Every term is |f(a) - f(b)| or an L1 norm, so each is a pseudometric and so
-// is their sum: symmetric, 0 on identical inputs, triangle inequality; finite for every input.
-double fingerprint_distance(const dfgnn_fingerprint_t& a, const dfgnn_fingerprint_t& b) {
+std::array<double, kDistanceTerms> fingerprint_terms(const dfgnn_fingerprint_t& a, const dfgnn_fingerprint_t& b) {
   const auto dlog = [](double x, double y) { return std::abs(log_size(x) - log_size(y)); };
+  const auto dl = [&](auto x, auto y) { return dlog(static_cast<double>(x), static_cast<double>(y)); };
   double hist = 0.0, hubs = 0.0;
   for (int i = 0; i < kBins; ++i) hist += std::abs(a.hist[i] - b.hist[i]);
-  for (int k = 0; k < kHubs; ++k) hubs += dlog(static_cast<double>(a.hub_rows[k]), static_cast<double>(b.hub_rows[k]));
-  const double d = 0.25 * dlog(static_cast<double>(a.num_nodes), static_cast<double>(b.num_nodes)) +
-                   0.25 * dlog(static_cast<double>(a.num_edges), static_cast<double>(b.num_edges)) +
-                   1.0 * dlog(a.mean_degree, b.mean_degree) +
-                   0.5 * dlog(static_cast<double>(a.max_degree), static_cast<double>(b.max_degree)) +
-                   1.0 * hist + 2.0 * std::abs(a.top1pct_edge_share - b.top1pct_edge_share) +
-                   2.0 * std::abs(a.gini - b.gini) + 0.05 * hubs;
+  for (int k = 0; k < kHubs; ++k) hubs += dl(a.hub_rows[k], b.hub_rows[k]);
+  return {dl(a.num_nodes, b.num_nodes), dl(a.num_edges, b.num_edges), dlog(a.mean_degree, b.mean_degree),
+          dl(a.max_degree, b.max_degree), dlog(a.p50, b.p50), dlog(a.p90, b.p90), dlog(a.p99, b.p99),
+          dlog(a.p999, b.p999), dlog(a.cv, b.cv), std::abs(a.gini - b.gini),
+          std::abs(a.top1pct_edge_share - b.top1pct_edge_share), hist, hubs / kHubs};
+}
+
+namespace {
+
+NearestCalibration calibration_of(const Json& j) {
+  const auto number = [&](const Json& v, const std::string& what) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: {} must be a finite number >= 0 (got {})", what, v.dump());
+    return v.get<double>();
+  };
+  if (!j.is_object() || j.value("format", 0) != 1)
+    fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: expected an object with \"format\": 1");
+  const Json terms = j.value("terms", Json::array());
+  std::vector<std::string> expected(kDistanceTermNames.begin(), kDistanceTermNames.end());
+  if (!terms.is_array() || terms != Json(expected))
+    fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: \"terms\" {} is not this build's {}", terms.dump(),
+         Json(expected).dump());
+  const Json weights = j.value("weights", Json::object());
+  if (!weights.is_object() || weights.size() != kDistanceTerms)
+    fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: \"weights\" must give one weight per term");
+  NearestCalibration c;
+  for (int t = 0; t < kDistanceTerms; ++t) {
+    const auto it = weights.find(kDistanceTermNames[t]);
+    if (it == weights.end())
+      fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: no weight for term \"{}\"", kDistanceTermNames[t]);
+    c.weights[t] = number(*it, fmt::format("weight \"{}\"", kDistanceTermNames[t]));
+  }
+  c.radius = number(j.value("radius", Json()), "\"radius\"");
+  c.vote_factor = number(j.value("vote_factor", Json()), "\"vote_factor\"");
+  if (c.vote_factor < 1) fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: \"vote_factor\" {} is below 1", c.vote_factor);
+  return c;
+}
+
+}  // namespace
+
+NearestCalibration parse_nearest_calibration(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& ex) {
+    fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: not valid JSON: {}", ex.what());
+  }
+  try {
+    return calibration_of(j);
+  } catch (const Json::exception& ex) {
+    fail(DFGNN_STATUS_PARSE_ERROR, "nearest calibration: {}", ex.what());
+  }
+}
+
+const NearestCalibration& nearest_calibration() {
+  static const NearestCalibration calibration = [] {
+    constexpr const char* kJson =
+#include "nearest_calibration.inc"
+        ;
+    try {
+      return parse_nearest_calibration(kJson);
+    } catch (const std::exception& e) {  // a build defect: tests/cpu/test_fingerprint.cpp reads it
+      fail(DFGNN_STATUS_INTERNAL_ERROR, "the built-in {}", e.what());
+    }
+  }();
+  return calibration;
+}
+
+double fingerprint_distance(const dfgnn_fingerprint_t& a, const dfgnn_fingerprint_t& b,
+                            const NearestCalibration& calibration) {
+  const std::array<double, kDistanceTerms> terms = fingerprint_terms(a, b);
+  double d = 0.0;
+  for (int t = 0; t < kDistanceTerms; ++t) d += calibration.weights[t] * terms[t];
   return std::isfinite(d) ? d : std::numeric_limits<double>::max();  // NaN/inf only from hand-made input
+}
+
+double fingerprint_distance(const dfgnn_fingerprint_t& a, const dfgnn_fingerprint_t& b) {
+  return fingerprint_distance(a, b, nearest_calibration());
 }
 
 // "n2^{floor log2 N}.e2^{floor log2 E}.max2^{floor log2 maxdeg}.cv{min(floor cv, 9)}", e.g.

@@ -365,8 +365,7 @@ TEST(TuningDbBasic, DefaultKeptWhenStatisticallyTied) {
   EXPECT_EQ(r->schedule, std::min(sched(8), sched(16)));
   // Policy without default preference.
   TuningDb::Options o;
-  o.policy.tie_relative = 0;
-  o.policy.tie_z = 0;
+  o.policy.tie = {0.0, 0.0, 0.0};
   auto strict = TuningDb::open_user(dir / "strict.db", o);
   r = strict->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.005), cand(sched(16), 1.000)}));
   EXPECT_EQ(r->schedule, sched(16));
@@ -401,7 +400,9 @@ TEST(TuningDbBasic, PoolsRunsExactlyAndIgnoresRepeatedRuns) {
   EXPECT_NEAR(r->stats.mean_ms, expect.mean_ms, 1e-12);
   EXPECT_NEAR(r->stats.variance, expect.variance(), 1e-12);
   EXPECT_DOUBLE_EQ(r->stats.min_ms, 0.9);
-  EXPECT_DOUBLE_EQ(r->stats.median_ms, summarize_samples("", 1, s2).median_ms);  // the latest run's
+  // The location the winner policy reads: the runs' medians weighted by their counts.
+  EXPECT_NEAR(r->stats.median_ms,
+              (4 * summarize_samples("", 1, s1).median_ms + 6 * summarize_samples("", 1, s2).median_ms) / 10, 1e-12);
   EXPECT_EQ(r->host, "other-host");                                              // the latest run's
   EXPECT_EQ(r->unix_time, 200);
   const auto pooled = db->pooled_candidates(r->id);

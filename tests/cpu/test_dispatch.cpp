@@ -167,6 +167,26 @@ TEST(Dispatch, NearestFingerprintWithinDistance) {
   EXPECT_EQ(far.at("schedule"), schedule_of(make_context().get(), uniform.get(), kOp));
 }
 
+// The database hands dispatch every tuned graph of the op (no bucket pre-filter): a neighbour in
+// another fingerprint bucket (here 4000 vs 4200 nodes, either side of 2^12) is still found.
+TEST(Dispatch, NearestCrossesFingerprintBuckets) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  dfgnn_graph_t a_raw = nullptr, b_raw = nullptr;
+  DFGNN_ASSERT_OK(dfgnnGraphCreatePlantedHubs(ctx.get(), 4000, 6, 2, 1500, 1, nullptr, &a_raw));
+  DFGNN_ASSERT_OK(dfgnnGraphCreatePlantedHubs(ctx.get(), 4200, 6, 2, 1500, 2, nullptr, &b_raw));
+  GraphPtr tuned(a_raw), query(b_raw);
+  const dfgnn_fingerprint_t a = fingerprint_of(tuned.get()), b = fingerprint_of(query.get());
+  ASSERT_NE(dfgnn::fingerprint_bucket_key(a), dfgnn::fingerprint_bucket_key(b));
+  double distance = 0;
+  DFGNN_ASSERT_OK(dfgnnFingerprintDistance(&a, &b, &distance));
+  ASSERT_LT(distance, dfgnn::context_of(ctx.get()).dispatcher.max_distance());
+  store_winner(dir.path / "user.db", tuned.get(), kOp, kWinner, schedule_of(make_context().get(), tuned.get(), kOp));
+  const nlohmann::json e = explain(ctx.get(), query.get(), kOp);
+  EXPECT_EQ(e.at("origin"), "nearest");
+  EXPECT_EQ(e.at("schedule"), kWinner);
+}
+
 // Stores a tuning run with the given candidates (schedule, median ms).
 void store_candidates(const fs::path& db, dfgnn_graph_t g, const dfgnn_op_t& op,
                       const std::vector<std::pair<std::string, double>>& candidates) {
@@ -550,7 +570,7 @@ TEST(DispatchOrigin, DefaultRuleIsNamedAndKeptInTheCache) {
     EXPECT_EQ(e.at("origin"), "default");
     const std::string rule = e.at("rule");
     EXPECT_TRUE(rule == "hand rule" || rule.rfind("fitted rule leaf ", 0) == 0) << e;
-    EXPECT_EQ(e.at("origin_detail").get<std::string>(), "default rule: " + rule) << e;
+    EXPECT_EQ(e.at("origin_detail").get<std::string>().rfind("default rule: " + rule, 0), 0u) << e;
     EXPECT_EQ(e.at("cached"), true);
     EXPECT_FALSE(e.contains("layer"));
   }

@@ -3,6 +3,8 @@
 // deterministic except the prepare-thread test, which checks ordering, not timing.
 #include "search.hpp"
 #include "stats.hpp"
+#include "dispatch.hpp"
+#include "tuning_db.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,10 +23,16 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <filesystem>
 #include <vector>
+
+#include <unistd.h>
 
 namespace dfgnn::tuner {
 namespace {
+
+using stats::kPairToSigma;
+using stats::median_of;
 
 enum class Noise { None, LogNormal, Uniform };
 
@@ -274,13 +282,18 @@ TEST(TunerSearch, EliminationMarginShrinksWithSamplesTowardsTolerance) {
   EXPECT_NEAR(elimination_margin(a, b, 0.0, o), 0.02 + 3 * 1.2533141 * std::sqrt(2 * 0.005 * 0.005 / 3),
               1e-6);
   EXPECT_NEAR(elimination_margin(a, b, 0.03, o), 0.02 + 3 * 1.2533141 * std::sqrt(2 * 0.03 * 0.03 / 3), 1e-6);
-  // The tie band is the tolerance plus tie_z standard errors, inside the elimination margin.
-  EXPECT_NEAR(tie_margin(a, b, 0.03, o), 0.02 + 1.2533141 * std::sqrt(2 * 0.03 * 0.03 / 3), 1e-6);
-  EXPECT_LT(tie_margin(a, b, 0.03, o), elimination_margin(a, b, 0.03, o));
-  a.median = 1.04;
-  EXPECT_TRUE(tied(a, b, 0.03, o));
-  a.median = 1.06;
-  EXPECT_FALSE(tied(a, b, 0.03, o));
+  // The decision's tie band (the shared winner policy, stats.hpp) is the tolerance plus tie_z
+  // standard errors of the same noise model, inside the elimination margin.
+  const stats::TiePolicy policy = tie_policy(o);
+  stats::Summary sa, sb;
+  sa.count = sb.count = 3;
+  sa.median = sb.median = 1.0;
+  EXPECT_NEAR(stats::tie_margin(sa, sb, 0.03, policy), 0.02 + 1.2533141 * std::sqrt(2 * 0.03 * 0.03 / 3), 1e-6);
+  EXPECT_LT(stats::tie_margin(sa, sb, 0.03, policy), elimination_margin(a, b, 0.03, o));
+  a.median = sa.median = 1.04;
+  EXPECT_TRUE(stats::tied(sa, sb, 0.03, policy));
+  a.median = sa.median = 1.06;
+  EXPECT_FALSE(stats::tied(sa, sb, 0.03, policy));
   EXPECT_FALSE(clearly_slower(a, b, 0.03, o));  // undecided: neither tied nor clearly slower
   a.median = 1.2;
   EXPECT_TRUE(clearly_slower(a, b, 0.0, o));
@@ -726,6 +739,58 @@ TEST(TunerSearch, PrepareInlineWithoutThreads) {
   EXPECT_EQ(r.prepares, 3u);
   for (const auto& [i, id] : m.prepare_thread) EXPECT_EQ(id, std::this_thread::get_id());
   EXPECT_EQ(r.winner_index, 1u);
+}
+
+// One winner policy: the database, recomputing a problem's winner from the statistics the tuner
+// stores (tuner/src/tune.cpp: every timed, non-failed candidate), picks the tuner's winner. Over
+// noisy landscapes with near-ties of the default, clear winners and budget-cut searches.
+TEST(TunerSearch, DatabaseRecomputesTheTunersWinner) {
+  EXPECT_EQ(tie_policy(SearchOptions{}).tolerance, db::WinnerPolicy{}.tie.tolerance);
+  EXPECT_EQ(tie_policy(SearchOptions{}).z, db::WinnerPolicy{}.tie.z);
+  EXPECT_EQ(tie_policy(SearchOptions{}).noise_floor, db::WinnerPolicy{}.tie.noise_floor);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dfgnn-winner-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto database = db::TuningDb::open_user(dir / "t.db");
+  int kept = 0, beaten = 0, budget_cut = 0;
+  for (int seed = 1; seed <= 3 * seed_count(); ++seed) {
+    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    // The default at 1.0; others 0.95..1.3 (many within the tie band), a few clearly faster.
+    std::vector<double> costs(12);
+    for (double& c : costs) c = 0.95 + 0.35 * std::uniform_real_distribution<double>(0, 1)(rng);
+    costs[0] = 1.0;
+    if (seed % 3 == 0) costs[5] = 0.8;
+    FakeMeasurer m(costs, static_cast<uint64_t>(seed) + 7, Noise::LogNormal, seed % 2 ? 0.01 : 0.04);
+    SearchOptions o = options_for(m);
+    if (seed % 4 == 0) o.budget_s = 0.02;  // a few milliseconds of fake time: stops mid-race
+    const SearchResult r = search(make_candidates(costs.size(), 0), m, o);
+    ASSERT_TRUE(r.found);
+    db::TuningRun run;
+    run.environment = db::EnvironmentInfo{"Test GPU", 90, 132, 0, 0, "0.0.0", "hash"};
+    run.op = db::OpKey{0, 0, 1, 64, 0, seed};  // one problem per seed
+    dfgnn_fingerprint_t fp{};
+    fp.version = DFGNN_FINGERPRINT_VERSION;
+    fp.num_nodes = 100;
+    fp.num_edges = 400;
+    fp.mean_degree = 4;
+    run.fingerprint = dfgnn::db_fingerprint(fp);
+    run.default_schedule = r.default_text;
+    for (const CandidateRecord& c : r.candidates)
+      if (!c.samples.empty() && c.status != CandidateStatus::Failed)
+        run.candidates.push_back(db::summarize_samples(c.text, 1, c.samples));
+    const std::optional<db::TuningResult> stored = database->put_result(run);
+    ASSERT_TRUE(stored.has_value());
+    EXPECT_EQ(stored->schedule, r.winner) << "seed " << seed << ": tuner: " << r.reason;
+    kept += r.kept_default_on_tie;
+    beaten += r.winner_index != 0;
+    budget_cut += r.budget_exhausted;
+  }
+  // The landscapes exercised both outcomes and cut searches.
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(beaten, 0);
+  EXPECT_GT(budget_cut, 0);
+  database.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ int run(char** argv) {
     db::TuningRun run;
     run.environment = env;
     run.op = dfgnn::op_key(op, passes[i], 4);
-    run.fingerprint = fp;
+    run.fingerprint = dfgnn::db_fingerprint(fp);
     run.default_schedule = defaults[i];
     bool has_default = false;
     for (const std::string& c : candidates) has_default = has_default || c == defaults[i];

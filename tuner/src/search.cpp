@@ -229,17 +229,11 @@ double elimination_margin(const Stats& candidate, const Stats& leader, double po
   return o.tie_tolerance + o.confidence_z * median_difference_se(candidate, leader, pooled_spread, o);
 }
 
-double tie_margin(const Stats& candidate, const Stats& best, double pooled_spread, const SearchOptions& o) {
-  return o.tie_tolerance + o.tie_z * median_difference_se(candidate, best, pooled_spread, o);
-}
+stats::TiePolicy tie_policy(const SearchOptions& o) { return {o.tie_tolerance, o.tie_z, o.noise_floor}; }
 
 bool clearly_slower(const Stats& candidate, const Stats& leader, double pooled_spread,
                     const SearchOptions& o) {
   return candidate.median > leader.median * (1.0 + elimination_margin(candidate, leader, pooled_spread, o));
-}
-
-bool tied(const Stats& candidate, const Stats& best, double pooled_spread, const SearchOptions& o) {
-  return candidate.median <= best.median * (1.0 + tie_margin(candidate, best, pooled_spread, o));
 }
 
 bool near_tie(const Stats& candidate, const Stats& leader, double pooled_spread, const SearchOptions& o) {
@@ -438,29 +432,26 @@ SearchResult search(const std::vector<Candidate>& candidates, Measurer& measurer
     if (!result.budget_exhausted) eliminate(round);
   }
 
-  // ---- decision.
+  // ---- decision: the shared winner policy over every timed, non-failed candidate.
   std::vector<std::size_t> pool;
+  std::vector<stats::Named> named;
+  std::size_t def_in_pool = stats::Choice::npos;
   for (std::size_t i : order)
-    if (slots[i].state == State::Alive) pool.push_back(i);
-  if (pool.empty())
-    for (std::size_t i : order)
-      if (slots[i].state == State::Eliminated) pool.push_back(i);
+    if ((slots[i].state == State::Alive || slots[i].state == State::Eliminated) && slots[i].stats.count > 0) {
+      if (i == def) def_in_pool = pool.size();
+      pool.push_back(i);
+      named.push_back({candidates[i].text, slots[i].samples.moments()});
+    }
 
   result.default_index = def;
   result.default_text = candidates[def].text;
   result.default_stats = slots[def].stats;
   result.default_failed = slots[def].state == State::Failed;
 
-  std::size_t best = SearchResult::npos;
-  for (std::size_t i : pool)
-    if (best == SearchResult::npos || faster(i, best)) best = i;
-  std::size_t winner = best;
-  const bool default_in_pool = std::find(pool.begin(), pool.end(), def) != pool.end();
-  if (best != SearchResult::npos && best != def && default_in_pool &&
-      tied(slots[def].stats, slots[best].stats, pooled_spread(), o)) {
-    winner = def;
-    result.kept_default_on_tie = true;
-  }
+  const stats::Choice choice = stats::choose_winner(named, def_in_pool, tie_policy(o));
+  const std::size_t best = choice.best == stats::Choice::npos ? SearchResult::npos : pool[choice.best];
+  const std::size_t winner = choice.winner == stats::Choice::npos ? SearchResult::npos : pool[choice.winner];
+  result.kept_default_on_tie = choice.kept_default;
 
   if (winner != SearchResult::npos) {
     result.found = true;
@@ -516,7 +507,8 @@ SearchResult search(const std::vector<Candidate>& candidates, Measurer& measurer
                  : "no valid candidate: none could be timed";
   } else if (winner == def) {
     if (result.kept_default_on_tie) {
-      const double margin = tie_margin(d.stats, slots[best].stats, pooled_spread(), o);
+      const double margin = stats::tie_margin(named[choice.winner].summary, named[choice.best].summary,
+                                              choice.pooled_spread, tie_policy(o));
       reason = "tied with default within " + percent(margin) + " ('" + candidates[best].text + "' was " +
                percent(1.0 - slots[best].stats.median / d.stats.median) + " faster), kept default";
     } else if (result.has_runner_up) {

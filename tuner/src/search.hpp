@@ -43,9 +43,10 @@
 // own median (measurement noise is mostly the machine's, a few samples can look accidentally
 // tight, and a pooled median shrugs off a hiccup).
 //
-// Tie. a is tied with b when median_a <= median_b * (1 + tie_tolerance + tie_z * se(a, b)):
+// Tie (racing). a is tied with b when median_a <= median_b * (1 + tie_tolerance + tie_z * se(a, b)):
 // within the tolerance, plus one standard error (tie_z = 1) so that a difference the samples
-// cannot resolve is not taken for a real one.
+// cannot resolve is not taken for a real one. The decision's tie is the policy's (below), the same
+// band over moment statistics.
 //
 // Elimination (racing), after every round, including round 0. The leader is the survivor with
 // the lowest median among those with at least `min_samples` samples (exact ties: smaller text).
@@ -67,12 +68,14 @@
 // than one candidate's verify + warmup + time). Candidates never timed are reported as not
 // measured (budget).
 //
-// Decision. Among the surviving candidates with at least one sample (if every one of them
-// failed later, among the eliminated ones), the best is the lowest median, exact ties broken by
-// the smaller text. If the default survived and is tied with the best (rule above), the default
-// is kept. The runner-up is the lowest-median non-failed measured candidate other than the
-// winner. The result names the winner, the default's fate (including "default failed", an
-// important signal), the runner-up, per-candidate records, counts and a one-line reason.
+// Decision: the winner policy of stats/stats.hpp (one rule for the tuner, the database and nearest
+// dispatch) over every candidate that was timed and did not fail (survivors and eliminated ones:
+// exactly the candidates the tuner stores, so the database recomputes the same winner), each
+// summarised by its moments and median, with tie_tolerance, tie_z and noise_floor as the policy's
+// band: the best is the lowest median (exact ties: the smaller text); a default tied with it is
+// kept. The runner-up is the lowest-median non-failed measured candidate other than the winner.
+// The result names the winner, the default's fate (including "default failed", an important
+// signal), the runner-up, per-candidate records, counts and a one-line reason.
 #pragma once
 
 #include <cstddef>
@@ -85,6 +88,9 @@
 #include "stats.hpp"
 
 namespace dfgnn::tuner {
+
+using stats::SampleStats;
+using stats::Stats;
 
 struct Candidate {
   std::string text;         // schedule text, unique within the list
@@ -220,10 +226,8 @@ double elimination_margin(const Stats& candidate, const Stats& leader, double po
                           const SearchOptions& options);
 bool clearly_slower(const Stats& candidate, const Stats& leader, double pooled_spread,
                     const SearchOptions& options);
-// tie_tolerance + tie_z * se: within it, `candidate` is tied with `best`.
-double tie_margin(const Stats& candidate, const Stats& best, double pooled_spread,
-                  const SearchOptions& options);
-bool tied(const Stats& candidate, const Stats& best, double pooled_spread, const SearchOptions& options);
+// The winner policy's band (stats::TiePolicy) of these options.
+stats::TiePolicy tie_policy(const SearchOptions& options);
 // The tie rule with 2 * tie_z standard errors: who is re-measured up to tie_samples.
 bool near_tie(const Stats& candidate, const Stats& leader, double pooled_spread,
               const SearchOptions& options);

@@ -326,7 +326,7 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   t.search = tuner::search(candidates, measurer, options);
   t.winner = t.search.found ? parse_schedule(t.search.winner) : default_s;
   for (const auto& [text, r] : measurer.regimes())
-    t.regimes[text] = {tuner::median_of(r.isolated), r.back_to_back.empty() ? 0.0 : tuner::median_of(r.back_to_back)};
+    t.regimes[text] = {stats::median_of(r.isolated), r.back_to_back.empty() ? 0.0 : stats::median_of(r.back_to_back)};
 
   db::TuningRun run;
   run.environment = ctx.dispatcher.environment();

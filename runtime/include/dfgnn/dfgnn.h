@@ -223,9 +223,10 @@ DFGNN_API dfgnn_status_t dfgnnFingerprintSerialize(const dfgnn_fingerprint_t* fi
                                                    size_t capacity, size_t* length);
 /* Parses the text form; an unknown version or malformed text is DFGNN_STATUS_PARSE_ERROR. */
 DFGNN_API dfgnn_status_t dfgnnFingerprintParse(const char* text, dfgnn_fingerprint_t* fingerprint);
-/* Distance >= 0 between two fingerprints, 0 for identical ones, symmetric; it compares sizes on a
- * log scale and the degree histograms and tail shares, so graphs that favour the same schedule
- * lie close. Used for nearest-neighbour reuse of tuning results. */
+/* Distance >= 0 between two fingerprints, 0 for identical ones, symmetric: a weighted sum of
+ * per-feature differences (sizes and degree quantiles on a log scale, the degree histogram, Gini,
+ * tail share, hub counts) whose weights were fitted so that graphs that favour the same schedule
+ * lie close (bench/calibrate_nearest.py). Used for nearest-neighbour reuse of tuning results. */
 DFGNN_API dfgnn_status_t dfgnnFingerprintDistance(const dfgnn_fingerprint_t* a, const dfgnn_fingerprint_t* b,
                                                   double* distance);
 /* Coarse bucket key ("n2^12.e2^14.max2^8.cv1"): graphs with the same key are candidates for
@@ -422,8 +423,8 @@ DFGNN_API dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, 
 /* Without a forced schedule, each pass of an op is dispatched in this order: the context's
  * in-process cache, an exact hit in the tuning database (same GPU class, kernel source, op and
  * graph fingerprint), the nearest tuned fingerprint of the same GPU class and op when one lies
- * within a distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default 2.0; its near-tied candidates
- * are ranked by the tuned graphs within twice the threshold, weighted by closeness), tuning on a
+ * within a distance threshold (DFGNN_NEAREST_MAX_DISTANCE, default the calibrated radius; its
+ * near-tied candidates are ranked by the tuned graphs nearby, weighted by closeness), tuning on a
  * miss when enabled, and the solvers' default rule. */
 typedef enum dfgnn_tune_mode {
   DFGNN_TUNE_OFF = 0,     /* never tune implicitly (default; env DFGNN_TUNE=off) */
