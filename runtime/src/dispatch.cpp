@@ -254,7 +254,32 @@ void Dispatcher::forget() {
 void Dispatcher::forget_locked() {
   cache_.clear();
   bucket_cache_.clear();
+  tuned_hashes_.clear();
   generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool Dispatcher::has_own_row(const PassProblem& problem, const std::string& op_part, const dfgnn_op_t& op,
+                             PassKind pass, int32_t max_vec) {
+  if (!environment_known()) return false;
+  const std::shared_ptr<db::LayeredDb> layers = database();
+  if (layers == nullptr) return false;
+  const std::string hash = db::fingerprint_hash(serialize_fingerprint(*problem.fingerprint));
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = tuned_hashes_.find(op_part); it != tuned_hashes_.end()) return it->second.count(hash) > 0;
+  }
+  std::unordered_set<std::string> hashes;
+  try {
+    for (const db::TuningResult& row : layers->candidates_for(environment(), op_key(op, pass, max_vec)))
+      hashes.insert(row.fingerprint_hash);
+  } catch (const std::exception& e) {
+    log().warn("tuning database lookup failed: {}", e.what());
+    return true;  // unknown: ask the database for this graph rather than share a bucket-mate's answer
+  }
+  const bool own = hashes.count(hash) > 0;
+  std::lock_guard lock(mutex_);
+  tuned_hashes_.emplace(op_part, std::move(hashes));
+  return own;
 }
 
 std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass,
@@ -338,10 +363,11 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
     if (auto it = cache_.find(key); it != cache_.end()) return cached(it->second);
   }
   // Graphs of one fingerprint bucket (a sampler's mini-batches) share an answer: a new graph whose
-  // bucket was answered before costs no database query. The answer is re-checked for this graph.
+  // bucket was answered before costs no database query. The answer is re-checked for this graph;
+  // a graph with a row tuned for its own fingerprint gets that row instead.
   const PassProblem problem = pass_problem(graph, op, pass, max_vec);
   const std::string bucket = fmt::format("{}:{}", fingerprint_bucket_key(*problem.fingerprint), op_part);
-  {
+  if (!has_own_row(problem, op_part, op, pass, max_vec)) {
     std::lock_guard lock(mutex_);
     if (auto b = bucket_cache_.find(bucket); b != bucket_cache_.end()) {
       const Solver* solver = find_solver(b->second.schedule.solver);

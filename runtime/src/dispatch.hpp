@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace dfgnn {
@@ -121,6 +122,10 @@ class Dispatcher {
 
  private:
   std::optional<Decision> from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
+  // Whether some layer holds a row tuned for exactly this problem's fingerprint: such a graph never
+  // takes a bucket-mate's answer. The fingerprint hashes of an op's rows are read once per op.
+  bool has_own_row(const PassProblem& problem, const std::string& op_part, const dfgnn_op_t& op, PassKind pass,
+                   int32_t max_vec);
   const db::EnvironmentInfo& environment_locked();
 
   void forget_locked();
@@ -130,6 +135,7 @@ class Dispatcher {
   std::atomic<uint64_t> generation_{0};
   std::unordered_map<std::string, Decision> cache_;         // by graph and op
   std::unordered_map<std::string, Decision> bucket_cache_;  // by fingerprint bucket and op
+  std::unordered_map<std::string, std::unordered_set<std::string>> tuned_hashes_;  // by op: hashes with a row
   std::optional<std::filesystem::path> user_path_;
   std::optional<std::vector<std::filesystem::path>> site_paths_;
   std::shared_ptr<db::LayeredDb> db_;

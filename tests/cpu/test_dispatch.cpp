@@ -130,6 +130,30 @@ TEST(Dispatch, ExactHitThenCache) {
   EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), kWinner);
 }
 
+// The bucket cache never hides a graph's own tuned row: a graph of the same fingerprint bucket as
+// one answered before, but tuned itself, gets its own winner (it got its bucket-mate's before).
+TEST(Dispatch, BucketMatesKeepTheirOwnTunedRows) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto a = hub_graph(ctx.get(), 1), b = hub_graph(ctx.get(), 2);
+  const dfgnn_fingerprint_t fa = fingerprint_of(a.get()), fb = fingerprint_of(b.get());
+  ASSERT_EQ(dfgnn::fingerprint_bucket_key(fa), dfgnn::fingerprint_bucket_key(fb));
+  ASSERT_NE(dfgnn::db_fingerprint(fa).text, dfgnn::db_fingerprint(fb).text);
+  const std::string other = "hub_split:lanes=16,groups=16,team=1,vec=4,mid=0,threshold=256,chunk=256";
+  const std::string default_text = schedule_of(make_context().get(), a.get(), kOp);
+  store_winner(dir.path / "user.db", a.get(), kOp, kWinner, default_text);
+  store_winner(dir.path / "user.db", b.get(), kOp, other, default_text);
+  EXPECT_EQ(explain(ctx.get(), a.get(), kOp).at("schedule"), kWinner);
+  const nlohmann::json e = explain(ctx.get(), b.get(), kOp);
+  EXPECT_EQ(e.at("origin"), "exact") << e;
+  EXPECT_EQ(e.at("schedule"), other) << e;
+  EXPECT_FALSE(e.contains("from_bucket")) << e;
+  // An untuned graph of that bucket still takes the remembered answer without a query.
+  auto c = hub_graph(ctx.get(), 3);
+  if (dfgnn::fingerprint_bucket_key(fingerprint_of(c.get())) == dfgnn::fingerprint_bucket_key(fa))
+    EXPECT_EQ(explain(ctx.get(), c.get(), kOp).value("from_bucket", false), true);
+}
+
 // Ops with edge features run other kernels: a winner stored for one does not serve the other.
 TEST(Dispatch, EdgeFeaturesAreASeparateKey) {
   TempDir dir;
