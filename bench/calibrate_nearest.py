@@ -41,6 +41,12 @@ GRID = [0.0, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
 TIE_TOLERANCE, TIE_Z, NOISE_FLOOR, MEDIAN_EFFICIENCY = 0.02, 1.0, 0.005, 1.2533141373155003
 
 
+
+def key_bits_column(conn):
+    """The results column of the op key's packed bits: key_bits since schema v2, variant before."""
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+    return "key_bits" if "key_bits" in cols else "variant"
+
 def L(x):
     return math.log2(1.0 + max(float(x), 0.0))
 
@@ -118,7 +124,7 @@ def load_db(path):
     con = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
     rows = con.execute(
         "SELECT r.id, r.env_class, r.template_hash, r.library_version, r.model, r.dtype, r.heads, r.dim, "
-        "r.direction, r.variant, f.hash, f.text, r.schedule, r.default_schedule FROM results r "
+        f"r.direction, r.{key_bits_column(con)}, f.hash, f.text, r.schedule, r.default_schedule FROM results r "
         "JOIN fingerprints f ON f.id = r.fingerprint_id WHERE r.schedule IS NOT NULL").fetchall()
     # One build of one GPU class: the largest group (a database may hold results of older builds).
     groups = {}

@@ -50,6 +50,12 @@ PASS_NAMES = ("forward", "backward_row", "backward_col")
 MODEL_NAMES = ("gat", "gatv2", "transformer", "agnn")
 
 
+
+def key_bits_column(conn):
+    """The results column of the op key's packed bits: key_bits since schema v2, variant before."""
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+    return "key_bits" if "key_bits" in cols else "variant"
+
 def _log2_at_least_1(x):
     return math.log2(max(x, 1))
 
@@ -114,7 +120,7 @@ def load_databases(paths, env_class=None, names=None):
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             rows = conn.execute(
                 "SELECT r.env_class, r.template_hash, r.library_version, r.model, r.dtype, r.heads, r.dim, "
-                "r.direction, r.variant, f.text, ru.uuid, ru.unix_time, ru.default_schedule, cs.schedule, "
+                f"r.direction, r.{key_bits_column(conn)}, f.text, ru.uuid, ru.unix_time, ru.default_schedule, cs.schedule, "
                 "cs.median_ms FROM results r JOIN fingerprints f ON f.id = r.fingerprint_id "
                 "JOIN runs ru ON ru.result_id = r.id JOIN candidate_stats cs ON cs.run_id = ru.id").fetchall()
             conn.close()

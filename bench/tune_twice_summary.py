@@ -34,12 +34,18 @@ NOISE_FLOOR = 0.005    # tuner SearchOptions.noise_floor
 MEDIAN_EFFICIENCY = 1.2533
 
 
+
+def key_bits_column(conn):
+    """The results column of the op key's packed bits: key_bits since schema v2, variant before."""
+    cols = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+    return "key_bits" if "key_bits" in cols else "variant"
+
 def read_winners(path):
     """{problem key: {"winner", "fingerprint" (dict), "op", "pass", "candidates": {schedule: stats}}}."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         rows = conn.execute(
-            "SELECT r.id, f.text, r.model, r.dtype, r.heads, r.dim, r.direction, r.variant, r.schedule "
+            f"SELECT r.id, f.text, r.model, r.dtype, r.heads, r.dim, r.direction, r.{key_bits_column(conn)}, r.schedule "
             "FROM results r JOIN fingerprints f ON f.id = r.fingerprint_id").fetchall()
         out = {}
         for rid, text, model, dtype, heads, dim, direction, variant, winner in rows:

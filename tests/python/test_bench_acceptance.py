@@ -53,6 +53,8 @@ def make_site_db(path, graphs, op, medians=None):
         conn.execute("INSERT INTO environments (id, env_class, gpu_name, compute_capability, sm_count, driver_version, "
                      "nvrtc_version, library_version, template_hash) VALUES (1, ?, 'NVIDIA H200', 90, 132, 12080, "
                      "12080, ?, ?)", (env[0], env[2], env[1]))
+        cols = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+        key_bits = "key_bits" if "key_bits" in cols else "variant"
         for gi, g in enumerate(graphs):
             text = g.fingerprint_json
             fid = conn.execute("INSERT INTO fingerprints (hash, bucket_key, text) VALUES (?, ?, ?)",
@@ -66,7 +68,7 @@ def make_site_db(path, graphs, op, medians=None):
                     0 if pi < 2 else 1]
                 rid = conn.execute(
                     "INSERT INTO results (env_class, template_hash, library_version, model, dtype, heads, dim, "
-                    "direction, variant, fingerprint_id, solver_id, schedule, count, median_ms, mean_ms, variance, "
+                    f"direction, {key_bits}, fingerprint_id, solver_id, schedule, count, median_ms, mean_ms, variance, "
                     "min_ms, default_schedule, default_median_ms, runner_up_schedule, runner_up_median_ms, runs, host, "
                     "unix_time, tool_version, environment_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 5, ?, ?, "
                     "0.0001, ?, ?, NULL, ?, ?, 1, 'h', 0, 'test', 1)",
