@@ -347,4 +347,11 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Leave without the interpreter's teardown: gloo's worker threads can still be joinable while
+    # Python finalises, and then abort the process ("terminate called without an active exception",
+    # intermittently, after a clean destroy_process_group; pytorch/pytorch#179291 describes the race).
+    # Everything this process reports is written and flushed by now.
+    os._exit(0 if code is None else int(code))

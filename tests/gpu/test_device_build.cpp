@@ -274,8 +274,9 @@ TEST(DeviceBuild, FailedBuildsKeepNoDeviceMemory) {
   REQUIRE_GPU(ctx.get());
   const int64_t n = 100000, e = 2000000;
   std::vector<int64_t> ei = corpus_graph(n, e, 4, 9, true);
+  std::vector<int64_t> duplicated = ei;  // valid ids, with the repeats the corpus graph holds
   ei[e + e / 2] = n;  // one bad target, found after the scan of every edge
-  DeviceArray d(ei);
+  DeviceArray d(ei), dup(duplicated);  // both inputs exist before the free memory is read
   cudaDeviceSynchronize();
   size_t free_before = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
@@ -286,8 +287,6 @@ TEST(DeviceBuild, FailedBuildsKeepNoDeviceMemory) {
     EXPECT_EQ(g, nullptr);
   }
   dfgnn_graph_options_t reject = options(false, true);
-  ei[e + e / 2] = 0;
-  DeviceArray dup(ei);
   for (int round = 0; round < 5; ++round) {
     dfgnn_graph_t g = nullptr;
     EXPECT_EQ(dfgnnGraphCreateCoo(ctx.get(), n, e, dup.ptr, DFGNN_INDEX_INT64, DFGNN_MEMORY_DEVICE, &reject, &g),

@@ -279,7 +279,8 @@ def test_cuda_prepared_launches_go_with_their_graph():
 def test_cuda_graph_capture_refuses_to_build_a_graph_from_an_edge_index():
     """A graph build inside a CUDA graph capture (what torch.compile's reduce-overhead would do with
     an edge_index it copied into a static buffer) is refused with a message naming the fix, before
-    any CUDA call, so the capture itself stays valid; a Graph built before capture works there."""
+    any CUDA call, so the capture itself stays valid; a Graph built and called once before capture works
+    there (a graph's first call plans and allocates, which a capture forbids, as for every op)."""
     g = small_graph()
     ei = torch.from_numpy(g.edge_index()).cuda()
     _, t = torch_inputs("transformer", N, H, D, "cuda", torch.float32)
@@ -291,6 +292,8 @@ def test_cuda_graph_capture_refuses_to_build_a_graph_from_an_edge_index():
             with torch.cuda.graph(cuda_graph):
                 dt.transformer(fresh, t["q"], t["k"], t["v"])
         built = dt.graph(fresh, N)
+        dt.transformer(built, t["q"], t["k"], t["v"])  # its first call (plans, launch) before capture
+        torch.cuda.synchronize()
         cuda_graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(cuda_graph):
             static = dt.transformer(built, t["q"], t["k"], t["v"])
