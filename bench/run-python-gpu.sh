@@ -158,7 +158,10 @@ wheel_check() {
   parent=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   own=$(/tmp/dfgnn-wheel-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$parent" > "$own/dfgnn-parent-site.pth"
-  /tmp/dfgnn-wheel-venv/bin/python -m pip install --disable-pip-version-check --no-index --no-deps build-gpu-python/dist/dfgnn-*.whl
+  # Without PYTHONPATH (it names the --target install of this script, which pip would take for an
+  # installed dfgnn and skip the wheel: run b), and forced into the venv's own site-packages.
+  env -u PYTHONPATH /tmp/dfgnn-wheel-venv/bin/python -m pip install --disable-pip-version-check --no-index --no-deps \
+    --force-reinstall build-gpu-python/dist/dfgnn-*.whl
   env -u PYTHONPATH /tmp/dfgnn-wheel-venv/bin/python tools/wheel-check.py --gpu
   echo "=== again with the CUDA Toolkit hidden (NVRTC from torch's nvidia wheel)"
   unshare -m bash -c 'mount --make-rprivate / && for d in /usr/local/cuda /usr/local/cuda-*; do [ -d "$d" ] && mount --bind "$(mktemp -d)" "$(readlink -f "$d")"; done; env -u PYTHONPATH /tmp/dfgnn-wheel-venv/bin/python tools/wheel-check.py --gpu'
