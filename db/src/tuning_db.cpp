@@ -845,6 +845,13 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
   if (version == supported) {
     detail::check_tables(conn);
     require_expected_schema(conn, steps, "opening for writing");
+  } else if (version > 0) {
+    // An older file is judged against its own version's schema before the journal switch and the
+    // migration write to it, so a refused file is left untouched.
+    std::vector<detail::Migration> applied;
+    for (const detail::Migration& m : steps)
+      if (m.from < version) applied.push_back(m);
+    require_expected_schema(conn, applied, "opening for writing");
   }
   set_wal(conn, db->options_.busy_timeout_ms);
   conn.exec("PRAGMA synchronous = NORMAL");
