@@ -186,7 +186,12 @@ using SchemaObjects = std::map<std::pair<std::string, std::string>, std::pair<st
 
 SchemaObjects read_objects(Connection& conn) {
   SchemaObjects out;
-  Query q(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master");
+  // Values that are not text (a blob 'table' reads as the text "table") are marked with their storage
+  // class, so they never match dfgnn's objects (SQLite itself and check_tables would not see them).
+  Query q(conn,
+          "SELECT type || CASE typeof(type) WHEN 'text' THEN '' ELSE ' (' || typeof(type) || ')' END, "
+          "name || CASE typeof(name) WHEN 'text' THEN '' ELSE ' (' || typeof(name) || ')' END, tbl_name, sql "
+          "FROM sqlite_master");
   while (q.step()) out[{q.text(0), q.text(1)}] = {q.text(2), q.text(3)};
   return out;
 }
