@@ -853,7 +853,10 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
       if (m.from < version) applied.push_back(m);
     require_expected_schema(conn, applied, "opening for writing");
   }
-  set_wal(conn, db->options_.busy_timeout_ms);
+  // An older file keeps its rollback journal until its migration committed: a migration that fails
+  // (a damaged page) rolls back and leaves the file as it was, journal mode included.
+  const bool older = version > 0 && version < supported;
+  if (!older) set_wal(conn, db->options_.busy_timeout_ms);
   conn.exec("PRAGMA synchronous = NORMAL");
   conn.exec("PRAGMA foreign_keys = ON");
   if (version < supported) {
@@ -863,6 +866,7 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
     detail::check_tables(conn);
     require_expected_schema(conn, steps, "opening for writing");
   }
+  if (older) set_wal(conn, db->options_.busy_timeout_ms);
   db->schema_version_ = version;
   return db;
 }
