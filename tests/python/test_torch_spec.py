@@ -83,7 +83,6 @@ def _reference(model, inputs, **kw):
     return dfgnn.reference_forward(graph(), model, inputs, **kw)[0]
 
 
-@requires_torch
 def _apply_takes_keywords():
     """Whether this torch's Function.apply binds keyword arguments (newer releases do; 2.11 does not)."""
     class Scale(torch.autograd.Function):
@@ -101,6 +100,7 @@ def _apply_takes_keywords():
         return False
 
 
+@requires_torch
 def test_function_apply_binds_keywords():
     """Keywords bind by name (torch's apply takes a keyword once the arguments before it are given):
     equal to the positional call and to the reference op with those values (the keyword is used: slope
