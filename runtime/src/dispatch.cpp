@@ -258,19 +258,17 @@ void Dispatcher::forget_locked() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-bool Dispatcher::has_own_row(const PassProblem& problem, const std::string& op_part, const dfgnn_op_t& op,
-                             PassKind pass, int32_t max_vec) {
+bool Dispatcher::has_own_row(const std::string& hash, const std::string& op_part, const db::OpKey& key) {
   if (!environment_known()) return false;
   const std::shared_ptr<db::LayeredDb> layers = database();
   if (layers == nullptr) return false;
-  const std::string hash = db::fingerprint_hash(serialize_fingerprint(*problem.fingerprint));
   {
     std::lock_guard lock(mutex_);
     if (auto it = tuned_hashes_.find(op_part); it != tuned_hashes_.end()) return it->second.count(hash) > 0;
   }
   std::unordered_set<std::string> hashes;
   try {
-    for (const db::TuningResult& row : layers->candidates_for(environment(), op_key(op, pass, max_vec)))
+    for (const db::TuningResult& row : layers->candidates_for(environment(), key))
       hashes.insert(row.fingerprint_hash);
   } catch (const std::exception& e) {
     log().warn("tuning database lookup failed: {}", e.what());
@@ -282,13 +280,11 @@ bool Dispatcher::has_own_row(const PassProblem& problem, const std::string& op_p
   return own;
 }
 
-std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass,
-                                                  int32_t max_vec) {
+std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, const std::string& hash,
+                                                  const db::OpKey& key) {
   const std::shared_ptr<db::LayeredDb> layers = database();
   if (layers == nullptr) return std::nullopt;
   const db::EnvironmentInfo& env = environment();
-  const db::OpKey key = op_key(op, pass, max_vec);
-  const PassProblem problem = pass_problem(graph, op, pass, max_vec);
   const dfgnn_fingerprint_t& fp = *problem.fingerprint;
   // Rows were validated against their own problem; the schedule must also suit this graph.
   auto usable = [&](const db::TuningResult& row, Schedule& out) {
@@ -301,7 +297,7 @@ std::optional<Decision> Dispatcher::from_database(const Graph& graph, const dfgn
       return false;
     }
   };
-  if (auto row = layers->find_exact(env, key, db::fingerprint_hash(serialize_fingerprint(fp)))) {
+  if (auto row = layers->find_exact(env, key, hash)) {
     Decision d;
     if (usable(*row, d.schedule)) {
       d.level = d.origin = DispatchLevel::Exact;
@@ -367,7 +363,9 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   // a graph with a row tuned for its own fingerprint gets that row instead.
   const PassProblem problem = pass_problem(graph, op, pass, max_vec);
   const std::string bucket = fmt::format("{}:{}", fingerprint_bucket_key(*problem.fingerprint), op_part);
-  if (!has_own_row(problem, op_part, op, pass, max_vec)) {
+  const std::string hash = db::fingerprint_hash(serialize_fingerprint(*problem.fingerprint));  // once per graph
+  const db::OpKey db_key = op_key(op, pass, max_vec);
+  if (!has_own_row(hash, op_part, db_key)) {
     std::lock_guard lock(mutex_);
     if (auto b = bucket_cache_.find(bucket); b != bucket_cache_.end()) {
       const Solver* solver = find_solver(b->second.schedule.solver);
@@ -382,7 +380,7 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   std::optional<Decision> found;
   if (environment_known()) {
     try {
-      found = from_database(graph, op, pass, max_vec);
+      found = from_database(problem, hash, db_key);
     } catch (const std::exception& e) {
       log().warn("tuning database lookup failed, using the default rule: {}", e.what());
     }

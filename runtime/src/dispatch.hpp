@@ -121,11 +121,11 @@ class Dispatcher {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
-  std::optional<Decision> from_database(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
-  // Whether some layer holds a row tuned for exactly this problem's fingerprint: such a graph never
-  // takes a bucket-mate's answer. The fingerprint hashes of an op's rows are read once per op.
-  bool has_own_row(const PassProblem& problem, const std::string& op_part, const dfgnn_op_t& op, PassKind pass,
-                   int32_t max_vec);
+  // The database's answer for a problem whose fingerprint hashes to `hash`, under the op key `key`.
+  std::optional<Decision> from_database(const PassProblem& problem, const std::string& hash, const db::OpKey& key);
+  // Whether some layer holds a row tuned for exactly the fingerprint `hash`: such a graph never takes
+  // a bucket-mate's answer. The fingerprint hashes of an op's rows are read once per op (op_part).
+  bool has_own_row(const std::string& hash, const std::string& op_part, const db::OpKey& key);
   const db::EnvironmentInfo& environment_locked();
 
   void forget_locked();

@@ -269,6 +269,20 @@ TEST(DeviceBuild, CsrInputMatchesHostIncludingErrors) {
   same(ptr, bad_col, false, "col_idx out of range");
 }
 
+// Free device memory once the device is idle and the default pool (stream-ordered allocations) has
+// returned what it caches.
+static size_t free_device_memory() {
+  cudaDeviceSynchronize();
+  cudaMemPool_t pool;
+  int device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetDefaultMemPool(&pool, device);
+  cudaMemPoolTrimTo(pool, 0);
+  size_t free_bytes = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  return free_bytes;
+}
+
 TEST(DeviceBuild, FailedBuildsKeepNoDeviceMemory) {
   ContextPtr ctx = make_context();
   REQUIRE_GPU(ctx.get());
@@ -277,9 +291,7 @@ TEST(DeviceBuild, FailedBuildsKeepNoDeviceMemory) {
   std::vector<int64_t> duplicated = ei;  // valid ids, with the repeats the corpus graph holds
   ei[e + e / 2] = n;  // one bad target, found after the scan of every edge
   DeviceArray d(ei), dup(duplicated);  // both inputs exist before the free memory is read
-  cudaDeviceSynchronize();
-  size_t free_before = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  const size_t free_before = free_device_memory();
   for (int round = 0; round < 20; ++round) {
     dfgnn_graph_t g = nullptr;
     EXPECT_EQ(dfgnnGraphCreateCoo(ctx.get(), n, e, d.ptr, DFGNN_INDEX_INT64, DFGNN_MEMORY_DEVICE, nullptr, &g),
@@ -293,14 +305,7 @@ TEST(DeviceBuild, FailedBuildsKeepNoDeviceMemory) {
               DFGNN_STATUS_DUPLICATE_EDGE);
     EXPECT_EQ(g, nullptr);
   }
-  cudaDeviceSynchronize();
-  cudaMemPool_t pool;
-  int device = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetDefaultMemPool(&pool, device);
-  cudaMemPoolTrimTo(pool, 0);
-  size_t free_after = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  const size_t free_after = free_device_memory();
   // e x 4 bytes is 8 MB: a leak of one edge array per build would be 200 MB.
   EXPECT_LT(static_cast<double>(free_before) - static_cast<double>(free_after), 8e6);
 }
@@ -329,14 +334,7 @@ TEST(DeviceBuild, OutOfMemoryIsReportedAndTheContextStaysUsable) {
   const int64_t n = 500000, e = 4000000;
   std::vector<int32_t> ei = narrow<int32_t>(corpus_graph(n, e, 4, 11, false));
   DeviceArray d(ei);
-  cudaDeviceSynchronize();
-  cudaMemPool_t pool;
-  int device = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetDefaultMemPool(&pool, device);
-  cudaMemPoolTrimTo(pool, 0);
-  size_t free_bytes = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  const size_t free_bytes = free_device_memory();
   // Leave about 8 MB: the build's sort buffers alone need e x 4 bytes = 16 MB each.
   void* hog = nullptr;
   for (size_t keep = 8u << 20; hog == nullptr && keep < free_bytes; keep *= 2)
