@@ -21,7 +21,8 @@
 #                  attention_memory edge_bench inference_bench op_overhead e2e wheel ddp); T_E2E (240) limits
 #                  e2e, T_WHEEL (150) the wheel step (pip wheel here, a fresh venv beside torch, wheel-check.py
 #                  --gpu with the toolkit visible and again with it hidden, so NVRTC comes from torch's wheel);
-#                  not by default: ddp1gpu (bench/ddp-one-gpu.sh, 2 ranks on one GPU; T_DDP1GPU, 150)
+#                  not by default: ddp1gpu (bench/ddp-one-gpu.sh, 2 ranks on one GPU; T_DDP1GPU, 150) and torch_library
+#                  (bench/torch_library_compare.py; T_TORCHLIB, 150)
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
 # a second run on a warm machine rebuilds only what changed. Exit status: 0 when every step passed.
@@ -139,6 +140,11 @@ grep -E "^\|" "$out/bench/inference.md" 2>/dev/null
 
 want op_overhead && run op_overhead "${T_OVERHEAD:-90}" "$out/bench/op_overhead.log" "$py" bench/op_overhead.py "$out/op_overhead"
 tail -30 "$out/bench/op_overhead.log"
+
+# ---------------------------------------------------------------- C++ TORCH_LIBRARY op vs the nanobind path
+want torch_library && run torch_library "${T_TORCHLIB:-150}" "$out/bench/torch_library.log" \
+  "$py" bench/torch_library_compare.py "$out/torch_library"
+tail -8 "$out/bench/torch_library.log"
 
 # ---------------------------------------------------------------- end to end (bench/e2e.py)
 if want e2e; then

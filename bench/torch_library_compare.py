@@ -29,16 +29,23 @@ import op_overhead as oo  # noqa: E402
 
 
 def build(build_dir):
+    """Compiles torch_library_op.cpp into a shared library (g++ directly: torch.utils.cpp_extension
+    needs ninja, which a machine may lack) and loads it into torch.ops."""
+    import subprocess
     from torch.utils import cpp_extension
-    # with_cuda only for the CUDA headers and cudart (the source is C++): arch flags are unused, but
-    # cpp_extension asks for a device to pick them unless the list is given
-    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     package = pathlib.Path(dfgnn.__file__).resolve().parent
     build_dir.mkdir(parents=True, exist_ok=True)
-    cpp_extension.load(name="dfgnn_bench_torch_library_op", sources=[str(HERE / "torch_library_op.cpp")],
-                       extra_include_paths=[str(HERE.parent / "runtime" / "include")],
-                       extra_ldflags=[f"-L{package}", "-l:libdfgnn.so.1", f"-Wl,-rpath,{package}"],
-                       build_directory=str(build_dir), with_cuda=True, is_python_module=False, verbose=False)
+    lib = build_dir / "dfgnn_bench_torch_library_op.so"
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    cmd = ["g++", "-O2", "-shared", "-fPIC", "-std=c++20", str(HERE / "torch_library_op.cpp"), "-o", str(lib),
+           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+           f"-I{HERE.parent / 'runtime' / 'include'}", f"-I{cuda}/include"]
+    cmd += [f"-I{p}" for p in cpp_extension.include_paths()]
+    cmd += [f"-L{p}" for p in cpp_extension.library_paths()] + [f"-Wl,-rpath,{p}" for p in cpp_extension.library_paths()]
+    cmd += ["-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_cuda", f"-L{package}", "-l:libdfgnn.so.1",
+            f"-Wl,-rpath,{package}"]
+    subprocess.run(cmd, check=True)
+    torch.ops.load_library(str(lib))
     return torch.ops.dfgnn_bench.transformer
 
 
