@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Host time per call of two designs for dfgnn's torch ops, on PubMed GT (H=1, D=128, float32, a
-PubMed-sized random graph as in op_overhead.py): dfgnn.torch.transformer (Python autograd Function over
-the nanobind extension's prepared launches) against a C++ TORCH_LIBRARY op with its autograd in C++
-(bench/torch_library_op.cpp, built here with torch.utils.cpp_extension; the graph and context travel
-as the dfgnn handles). Same kernels and same graph; forward and forward+backward; the metrics of
-op_overhead.py (host_us, profiler_cpu_us, event_us).
+"""Host time per call of the designs for dfgnn's torch ops, on PubMed GT (H=1, D=128, float32, a
+PubMed-sized random graph as in op_overhead.py), same kernels and same graph:
+- dfgnn.torch.transformer through its Python autograd Function over the nanobind extension's
+  prepared launches (the path before the native ops, still taken where they cannot be built);
+- dfgnn.torch.transformer through its native ops (dfgnn/torch/_native_ops.cpp: a TORCH_LIBRARY op
+  with its autograd in C++; the default for warm CUDA eager calls);
+- the bench prototype that measured the design first (bench/torch_library_op.cpp: the same kind of
+  op with a workspace size query per call; the graph and context travel as the dfgnn handles).
+Forward and forward+backward; the metrics of op_overhead.py (host_us, profiler_cpu_us, event_us).
 
     PYTHONUNBUFFERED=1 python bench/torch_library_compare.py OUTDIR [--build-dir DIR]
 
-Writes OUTDIR/torch_library_compare.json and .md. Needs a GPU and a C++ compiler (the extension's
-build takes a minute or two the first time).
+Writes OUTDIR/torch_library_compare.json and .md. Needs a GPU and a C++ compiler (each library
+builds in well under a minute the first time).
 """
 import argparse
 import json
@@ -68,10 +71,26 @@ def main():
     torch.manual_seed(0)
     q, k, v = (torch.randn(n, 1, 128, device=device, requires_grad=True) for _ in range(3))
     go = torch.randn(n, 1, 128, device=device)
-    calls = {"nanobind (dfgnn.torch.transformer)": lambda: dt.transformer(g, q, k, v),
-             "C++ TORCH_LIBRARY op": lambda: op(q, k, v, ctx, handle)}
-    a, b = (f() for f in calls.values())
+    from dfgnn.torch import _native
+    native_ops = _native.ops()
+    if native_ops is None:
+        sys.exit(f"torch_library_compare: dfgnn.torch's native ops are unavailable: {_native.status()}")
+
+    def python_path():
+        _native.ops = lambda: None  # dfgnn.torch's Python autograd Function (the nanobind launches)
+        try:
+            return dt.transformer(g, q, k, v)
+        finally:
+            _native.ops = lambda: native_ops
+    _native.ops = lambda: native_ops
+    calls = {"dfgnn.torch, Python autograd Function (nanobind launches)": python_path,
+             "dfgnn.torch, native ops (C++ autograd, the default)": lambda: dt.transformer(g, q, k, v),
+             "bench prototype (C++ op, size query per call)": lambda: op(q, k, v, ctx, handle)}
+    for _ in range(2):  # the first calls validate and prepare (Python path), then the warm paths
+        dt.transformer(g, q, k, v).backward(go)
+    a, b, c = (f() for f in calls.values())
     torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernels
+    torch.testing.assert_close(a, c, rtol=0, atol=0)
     rows = []
     for name, forward in calls.items():
         def fwd(forward=forward):
@@ -87,7 +106,7 @@ def main():
                        profiler_cpu_us=oo.profiler_cpu_us(step, device, 50),
                        event_us=oo.event_us(step, device, args.calls))
             rows.append(row)
-            print(f"{name:36} {passes:17} host {row['host_us']:7.1f} us  profiler {row['profiler_cpu_us']:7.1f} us  "
+            print(f"{name:60} {passes:17} host {row['host_us']:7.1f} us  profiler {row['profiler_cpu_us']:7.1f} us  "
                   f"event {row['event_us']:7.1f} us", flush=True)
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, dfgnn=dfgnn.__version__,
                 graph=dict(nodes=n, edges=e, edges_with_loops=int(ei.shape[1])), model="transformer H=1 D=128 fp32")

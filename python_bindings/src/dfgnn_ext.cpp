@@ -991,6 +991,8 @@ NB_MODULE(_dfgnn, m) {
             new (self) dfgnn_op_t(dfgnnOpDefault(model, dtype, heads, dim));
           },
           "model"_a, "dtype"_a, "heads"_a, "dim"_a, "PyG's defaults (dfgnnOpDefault): slope 0.2, scale 1/sqrt(D), no dropout")
+      .def_prop_ro("_address", [](const dfgnn_op_t& o) { return reinterpret_cast<uintptr_t>(&o); },
+                   "the dfgnn_op_t's address (dfgnn.torch's native ops copy it from there)")
       .def_rw("model", &dfgnn_op_t::model)
       .def_rw("dtype", &dfgnn_op_t::dtype)
       .def_rw("heads", &dfgnn_op_t::heads)

@@ -215,8 +215,16 @@ dfgnn_status_t dfgnnGraphCreatePlantedHubs(dfgnn_context_t ctx, int64_t num_node
   });
 }
 
+dfgnn_status_t dfgnnGraphRetain(dfgnn_graph_t graph) {
+  return guard([&] { deref<dfgnn_graph>(graph, "graph").references.fetch_add(1); });
+}
+
 dfgnn_status_t dfgnnGraphDestroy(dfgnn_graph_t graph) {
-  return guard([&] { destroy_handle<dfgnn_graph>(graph, "graph"); });
+  return guard([&] {
+    if (graph == nullptr) return;
+    // the last reference frees it (and takes it out of the live handles, so a use after is an error)
+    if (deref<dfgnn_graph>(graph, "graph").references.fetch_sub(1) == 1) destroy_handle<dfgnn_graph>(graph, "graph");
+  });
 }
 
 dfgnn_status_t dfgnnGraphGetSize(dfgnn_graph_t graph, int64_t* num_nodes, int64_t* num_edges) {

@@ -8,6 +8,7 @@
 #include "context.hpp"
 #include "graph.hpp"
 
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -22,6 +23,7 @@ struct dfgnn_context {
 };
 struct dfgnn_graph {
   std::unique_ptr<dfgnn::Graph> impl;
+  std::atomic<int64_t> references{1};  // dfgnnGraphRetain / dfgnnGraphDestroy
   explicit dfgnn_graph(std::unique_ptr<dfgnn::Graph> graph) : impl(std::move(graph)) {
     dfgnn::LiveHandles<dfgnn_graph>::add(this);
   }

@@ -134,6 +134,32 @@ TEST(Reliability, DestroyedAndGarbageHandlesAreInvalidArguments) {
   EXPECT_EQ(dfgnnGraphGetSize(nullptr, &n, &e), DFGNN_STATUS_INVALID_ARGUMENT);
 }
 
+// A retained graph lives until its last reference is released; then it is dead like any destroyed one.
+TEST(Reliability, RetainedGraphLivesUntilTheLastRelease) {
+  dfgnn_context_t ctx = nullptr;
+  DFGNN_ASSERT_OK(dfgnnCreate(&ctx));
+  std::vector<int64_t> edge_index{0, 1, 2, 1, 2, 0};
+  dfgnn_graph_t g = nullptr;
+  DFGNN_ASSERT_OK(dfgnnGraphCreateCoo(ctx, 3, 3, edge_index.data(), DFGNN_INDEX_INT64, DFGNN_MEMORY_HOST, nullptr, &g));
+  DFGNN_ASSERT_OK(dfgnnGraphRetain(g));
+  DFGNN_ASSERT_OK(dfgnnGraphRetain(g));
+  int64_t n = 0, e = 0;
+  for (int release = 0; release < 2; ++release) {
+    DFGNN_ASSERT_OK(dfgnnGraphDestroy(g));
+    n = e = 0;
+    DFGNN_ASSERT_OK(dfgnnGraphGetSize(g, &n, &e));  // still held by the remaining references
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(e, 3);
+  }
+  DFGNN_ASSERT_OK(dfgnnGraphDestroy(g));  // the last one
+  EXPECT_EQ(dfgnnGraphGetSize(g, &n, &e), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(dfgnnGetLastErrorMessage(), "graph is not a live handle")) << dfgnnGetLastErrorMessage();
+  EXPECT_EQ(dfgnnGraphRetain(g), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(dfgnnGraphDestroy(g), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(dfgnnGraphRetain(nullptr), DFGNN_STATUS_INVALID_ARGUMENT);
+  DFGNN_ASSERT_OK(dfgnnDestroy(ctx));
+}
+
 // ---------------------------------------------------------------- item 9: smaller acceptances
 
 TEST(Reliability, RepeatedScheduleFieldIsParseError) {

@@ -17,6 +17,9 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # Hermetic tuning database: the default context's user database goes to a scratch directory, no
 # site or shipped database, no implicit tuning (set before dfgnn creates its first context).
+# dfgnn.torch's native ops stay in the user's cache, where they are built once per torch version.
+os.environ.setdefault("DFGNN_NATIVE_CACHE_DIR", os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                             os.path.expanduser("~/.cache"), "dfgnn"))
 os.environ["DFGNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="dfgnn-pytest-")
 os.environ.pop("DFGNN_SITE_DB", None)
 os.environ["DFGNN_TUNE"] = "off"

@@ -29,6 +29,15 @@ if HAS_TORCH:
     import dfgnn.torch as dt
     from dfgnn.torch import _calls
 
+@pytest.fixture(autouse=True)
+def python_path_only(monkeypatch):
+    """These tests are about the Python call path: warm calls stay on it (the native ops, which take
+    warm CUDA calls otherwise, have their own tests in test_native_ops.py)."""
+    if HAS_TORCH:
+        from dfgnn.torch import _native
+        monkeypatch.setattr(_native, "ops", lambda: None)
+
+
 EDGES = np.array([(0, 1), (0, 1), (1, 2), (3, 2), (4, 2), (5, 2), (0, 2), (2, 0), (3, 3), (4, 5),
                   (5, 4), (1, 3), (6, 2), (2, 1)])
 N, H, D = 7, 2, 4

@@ -9,6 +9,7 @@ import torch
 from .. import _dfgnn
 from .._errors import invalid_argument
 from .._op import Direction, check_dropout_seed, make_op
+from . import _native
 from ._graphs import _check_graph, _dl
 
 _GPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -28,12 +29,13 @@ _MAX_PTRS = 4  # pointers a Launch call takes per input set: the model's inputs,
 class _Prepared:
     """The launches of one (graph, op configuration, schedule, kind of arguments): the op, and the
     forward and (made at the first backward) backward _dfgnn.Launch."""
-    __slots__ = ("op", "schedule", "device", "out_shape", "lse_shape", "forward", "backward")
+    __slots__ = ("op", "schedule", "device", "out_shape", "lse_shape", "forward", "backward", "native")
 
     def __init__(self, op, schedule, device, out_shape):
         self.op, self.schedule, self.device, self.out_shape = op, schedule, device, out_shape
         self.lse_shape = out_shape[:2]
         self.forward = self.backward = None
+        self.native = None  # its torch.classes.dfgnn_native.Prepared, made at the first native call
 
     def workspace(self, nbytes):
         """The device scratch of one call, from torch's caching allocator on the current stream
@@ -150,6 +152,32 @@ def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed)
         _launch(prep, launch, lambda ws: launch.backward(h, a[0], a[1], a[2], a[3], o, s, go, d[0], d[1], d[2],
                                                          d[3], stream, ws, seed_int, seed_ptr))
     return grads
+
+
+def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor):
+    """A CUDA eager call through the native ops (_native: the op and its autograd in C++), or None
+    when this call takes the Python path: the first call of its kind (it validates the arguments
+    and prepares the launches, with the Python path's errors), a call that needs a gradient before
+    its kind's first backward ran (that prepares the backward), or no native ops (DFGNN_TORCH_NATIVE,
+    or they could not be built). tensors: the model's inputs in spec order, then edge if given;
+    values: the op options (spec order), as the Functions get them; seed: the int seed (with
+    dropout); seed_tensor: the CUDA seed tensor or None."""
+    cache = _launches.get(g)
+    if cache is None or g._h is None:
+        return None
+    prep = cache.get((model, schedule, (*values, dropout), tuple([(t.shape, t.dtype, t.get_device()) for t in tensors])))
+    if prep is None:
+        return None
+    if prep.backward is None and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return None
+    ops = _native.ops()
+    if ops is None:
+        return None
+    native = prep.native
+    if native is None:
+        native = prep.native = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address,
+                                                                   prep.op._address, schedule)
+    return ops.attention(native, tensors, seed_tensor, seed if dropout and seed_tensor is None else 0)
 
 
 def _run_forward(g, model, inputs, params, schedule, seed=0):

@@ -10,7 +10,7 @@ from .._errors import invalid_argument
 from .._graph import Graph
 from .._op import check_dropout, check_dropout_seed
 from ._autograd import FUNCTIONS
-from ._calls import _device_seed
+from ._calls import _device_seed, _native_call
 from ._custom_ops import OPS
 from ._graphs import _op_graph_args, _resolve
 from ._spec import OPTIONS, SPECS
@@ -60,6 +60,10 @@ def _call(model, g, tensors, add_self_loops, schedule=None, dropout=0.0, dropout
         if not isinstance(g, Graph):
             g = _resolve(g, tensors[0].shape[0], add_self_loops)
         values = [o.convert(options.get(o.name, o.default)) for o in spec.options]
+        if tensors[0].is_cuda:
+            out = _native_call(model, g, tensors + edge_arg, values, schedule, dropout, dropout_seed, seed_tensor)
+            if out is not None:
+                return out
         return FUNCTIONS[model].apply(g, *tensors, *values, schedule, dropout,
                                       dropout_seed if seed_tensor is None else seed_tensor, *edge_arg)
     held, graph_args = _op_graph_args(g, add_self_loops, tensors[0].shape[0])

@@ -168,6 +168,11 @@ DFGNN_API dfgnn_status_t dfgnnGraphCreatePlantedHubs(dfgnn_context_t ctx, int64_
                                                      const dfgnn_graph_options_t* options,
                                                      dfgnn_graph_t* graph);
 
+/* Graphs are reference counted: a created graph holds one reference, dfgnnGraphRetain adds one (for
+ * a binding that shares the graph, e.g. an autograd node that outlives its caller's handle), and
+ * dfgnnGraphDestroy releases one; the graph is freed with the last. A handle whose references are
+ * all released is not live: any later use is DFGNN_STATUS_INVALID_ARGUMENT. */
+DFGNN_API dfgnn_status_t dfgnnGraphRetain(dfgnn_graph_t graph);
 DFGNN_API dfgnn_status_t dfgnnGraphDestroy(dfgnn_graph_t graph);
 
 /* Number of nodes and of edges (after self-loop handling). */

@@ -1,0 +1,177 @@
+"""dfgnn.torch's native eager ops (_native_ops.cpp: a TORCH_LIBRARY op with its autograd in C++),
+built once per torch version against the installed torch and loaded into torch.ops.dfgnn_native.
+
+A torch extension's binary is tied to the torch it was built against, so the package ships the
+source and builds it on the first CUDA eager call (about 15-30 s, once; later processes load the
+cached library), or ahead of time with ``python -m dfgnn.torch._native``. The build needs a C++20
+compiler (``CXX``, else ``c++``) and the CUDA runtime headers (the CUDA Toolkit's, or those of
+torch's nvidia wheels). Where it cannot be built, dfgnn.torch runs the same kernels through its
+Python autograd Functions, with one warning saying why.
+
+``DFGNN_TORCH_NATIVE``: ``auto`` (default: build or load on first use, fall back with a warning),
+``1`` (required: a failure is an error), ``0`` (never: the Python path). The built library is kept
+in ``DFGNN_NATIVE_CACHE_DIR``, else ``DFGNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/dfgnn`` or
+``~/.cache/dfgnn``.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import torch
+
+_SOURCE = pathlib.Path(__file__).with_name("_native_ops.cpp")
+_PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # site-packages/dfgnn: libdfgnn.so.1, include/
+
+_state = None  # (torch.ops.dfgnn_native or None, status dict), once decided
+
+
+def _mode():
+    mode = os.environ.get("DFGNN_TORCH_NATIVE", "auto").strip().lower()
+    if mode not in ("auto", "0", "1"):
+        raise ValueError(f"DFGNN_TORCH_NATIVE must be auto, 0 or 1, got {mode!r}")
+    return mode
+
+
+def _header_dir():
+    """The directory holding dfgnn/dfgnn.h: the installed package's include/, or the source tree's."""
+    for d in (_PACKAGE / "include", _PACKAGE.parents[1] / "runtime" / "include"):
+        if (d / "dfgnn" / "dfgnn.h").is_file():
+            return d
+    return None
+
+
+def _library():
+    lib = _PACKAGE / "libdfgnn.so.1"
+    return lib if lib.is_file() else None
+
+
+def _cuda_include_dirs():
+    """Where cuda_runtime_api.h is (c10/cuda's headers include it): the toolkit, or torch's nvidia
+    wheels (which bring the CUDA runtime headers with them)."""
+    candidates = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(pathlib.Path(os.environ[var]) / "include")
+    candidates.append(pathlib.Path("/usr/local/cuda/include"))
+    for entry in sys.path:
+        nvidia = pathlib.Path(entry) / "nvidia"
+        if nvidia.is_dir():
+            candidates += sorted(nvidia.glob("*/include"))
+    return [d for d in candidates if (d / "cuda_runtime_api.h").is_file()][:1]
+
+
+def _build_inputs():
+    """(compile command, cache key) for this machine, or raises RuntimeError naming what is missing."""
+    header, library = _header_dir(), _library()
+    if header is None:
+        raise RuntimeError(f"dfgnn/dfgnn.h is in neither {_PACKAGE / 'include'} nor the source tree")
+    if library is None:
+        raise RuntimeError(f"libdfgnn.so.1 is not in {_PACKAGE}")
+    cuda = _cuda_include_dirs()
+    if not cuda:
+        raise RuntimeError("no CUDA runtime headers (cuda_runtime_api.h) in $CUDA_HOME/include, /usr/local/cuda/include "
+                           "or torch's nvidia wheels")
+    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not compiler:
+        raise RuntimeError("no C++ compiler (set CXX, or install g++)")
+    torch_dir = pathlib.Path(torch.__file__).resolve().parent
+    torch_lib = torch_dir / "lib"
+    cmd = [compiler, "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
+           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+           f"-I{header}", f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
+           *[f"-I{d}" for d in cuda], str(_SOURCE),
+           f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}", "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch",
+           f"-L{library.parent}", f"-Wl,-rpath,{library.parent}", f"-l:{library.name}"]
+    digest = hashlib.sha256()
+    for part in (_SOURCE.read_bytes(), (header / "dfgnn" / "dfgnn.h").read_bytes(), torch.__version__.encode(),
+                 str(torch.version.cuda).encode(), " ".join(cmd).encode()):
+        digest.update(part)
+        digest.update(b"\0")
+    return cmd, digest.hexdigest()[:16]
+
+
+def _cache_dir():
+    root = os.environ.get("DFGNN_NATIVE_CACHE_DIR") or os.environ.get("DFGNN_CACHE_DIR")
+    if not root:
+        root = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "dfgnn"
+    return pathlib.Path(root)
+
+
+def build():
+    """Builds the native ops for this torch (or finds them built) and returns the library's path.
+    Raises RuntimeError with the reason (and the compiler's log) when it cannot."""
+    cmd, key = _build_inputs()
+    directory = _cache_dir() / f"native-ops-{key}"
+    target = directory / "dfgnn_native_ops.so"
+    if target.is_file():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    # one build per key on this machine: other processes (DDP ranks) wait on the lock, then load it
+    with open(directory / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        print(f"dfgnn.torch: building the native ops for torch {torch.__version__} into {directory} (once)",
+              file=sys.stderr, flush=True)
+        fd, temp = tempfile.mkstemp(dir=directory, suffix=".so")
+        os.close(fd)
+        log = directory / "build.log"
+        with open(log, "w") as out:
+            rc = subprocess.run(cmd[:-1] + ["-o", temp] + cmd[-1:], stdout=out, stderr=subprocess.STDOUT).returncode
+        if rc != 0:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise RuntimeError(f"building {_SOURCE.name} failed (exit {rc}; log {log}): " + " | ".join(tail))
+        os.replace(temp, target)  # atomic: a reader sees no library or a whole one
+    return target
+
+
+def _decide():
+    mode = _mode()
+    status = dict(mode=mode, available=False, library=None, reason=None)
+    if mode == "0":
+        status["reason"] = "DFGNN_TORCH_NATIVE=0"
+        return None, status
+    try:
+        path = build()
+        torch.ops.load_library(str(path))
+        ops = torch.ops.dfgnn_native
+        ops.attention  # noqa: B018 (resolves the op: fails here when the library did not register it)
+    except Exception as e:  # noqa: BLE001 (any failure: fall back, or raise when required)
+        if mode == "1":
+            raise RuntimeError(f"dfgnn.torch: the native ops are required (DFGNN_TORCH_NATIVE=1) but unavailable: {e}") \
+                from e
+        status["reason"] = str(e)
+        warnings.warn(f"dfgnn.torch runs its Python call path (slower host side): the native ops are unavailable: {e}",
+                      RuntimeWarning, stacklevel=4)
+        return None, status
+    status.update(available=True, library=str(path))
+    return ops, status
+
+
+def ops():
+    """torch.ops.dfgnn_native once built and loaded, else None (decided once per process)."""
+    global _state
+    if _state is None:
+        _state = _decide()
+    return _state[0]
+
+
+def status():
+    """Whether the native eager path is in use: {"mode", "available", "library", "reason"} (decides
+    it, building the library if needed)."""
+    ops()
+    return dict(_state[1])
+
+
+if __name__ == "__main__":
+    print(build())

@@ -1,0 +1,195 @@
+// dfgnn.torch's native eager path: one TORCH_LIBRARY op, dfgnn_native::attention, with its autograd
+// in C++ (torch::autograd::Function), over the C API. It replaces, for CUDA calls of a kind already
+// validated by the Python path (dfgnn/torch/_calls.py makes and checks the first call of every
+// graph, op configuration, schedule and argument kind), the Python autograd Function and its
+// backward: measured on the H200 (bench/torch_library_compare.py) a Python autograd Function costs
+// about 40% more host time per forward and 70% more per forward+backward than the same call here.
+//
+// Built at run time against the installed torch by dfgnn/torch/_native.py (a torch extension's
+// binary is tied to one torch version, so the wheel ships this source, not a binary).
+//
+// A Prepared is one (graph, op, schedule) made ready: it holds a reference to the graph
+// (dfgnnGraphRetain), so an autograd node that saved it can run its backward after the caller
+// dropped its dfgnn.Graph.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/autograd.h>
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <dfgnn/dfgnn.h>
+
+#include <array>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+[[noreturn]] void fail(dfgnn_status_t s, const char* function) {
+  TORCH_CHECK(false, function, " failed (", dfgnnGetStatusString(s), "): ", dfgnnGetLastErrorMessage());
+}
+
+struct Prepared : torch::CustomClassHolder {
+  dfgnn_context_t context;
+  dfgnn_graph_t graph;
+  dfgnn_op_t op;
+  std::optional<std::string> schedule;
+  std::vector<int> slots;  // the dfgnn_inputs_t field of each input tensor, in the order they come
+  int64_t nodes = 0;
+  std::array<size_t, 2> workspace_bytes{};  // per direction, from the size query; grows on a retry
+
+  // context, graph: the C API handles (as ints); op: the address of a dfgnn_op_t, copied here.
+  Prepared(int64_t context_handle, int64_t graph_handle, int64_t op_address, std::optional<std::string> schedule_text)
+      : context(reinterpret_cast<dfgnn_context_t>(static_cast<uintptr_t>(context_handle))),
+        graph(reinterpret_cast<dfgnn_graph_t>(static_cast<uintptr_t>(graph_handle))),
+        op(*reinterpret_cast<const dfgnn_op_t*>(static_cast<uintptr_t>(op_address))),
+        schedule(std::move(schedule_text)) {
+    dfgnn_status_t s = dfgnnGraphRetain(graph);
+    if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGraphRetain");
+    uint32_t mask = 0;
+    s = dfgnnModelInputs(op.model, op.edge_features, &mask, nullptr);
+    if (s == DFGNN_STATUS_SUCCESS) s = dfgnnGraphGetSize(graph, &nodes, nullptr);
+    if (s != DFGNN_STATUS_SUCCESS) {
+      dfgnnGraphDestroy(graph);
+      fail(s, "dfgnn_native.Prepared");
+    }
+    for (int slot = 0; slot < DFGNN_NUM_INPUTS; ++slot)
+      if (mask & (1u << slot)) slots.push_back(slot);
+    for (dfgnn_direction_t d : {DFGNN_FORWARD, DFGNN_BACKWARD}) {
+      s = dfgnnGetWorkspaceSize(context, graph, &op, d, schedule ? schedule->c_str() : nullptr,
+                                &workspace_bytes[d == DFGNN_FORWARD ? 0 : 1]);
+      if (s != DFGNN_STATUS_SUCCESS) {
+        dfgnnGraphDestroy(graph);
+        fail(s, "dfgnnGetWorkspaceSize");
+      }
+    }
+  }
+  ~Prepared() override { dfgnnGraphDestroy(graph); }
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+
+  // Runs call(op, launch) with a workspace from torch's caching allocator on the current stream;
+  // when dispatch has changed the schedule since (e.g. after tuning) and the workspace is too
+  // small, it asks for the size again and retries once, as the Python path does.
+  template <typename Call>
+  void run(dfgnn_direction_t direction, const at::Tensor& like, const std::optional<at::Tensor>& seed,
+           int64_t seed_value, const char* function, Call&& call) {
+    size_t& bytes = workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1];
+    dfgnn_op_t o = op;
+    if (o.dropout > 0) o.dropout_seed = static_cast<uint64_t>(seed_value);
+    dfgnn_launch_t launch{};
+    launch.stream = c10::cuda::getCurrentCUDAStream(like.device().index()).stream();
+    launch.schedule = schedule ? schedule->c_str() : nullptr;
+    launch.dropout_seed_device =
+        seed && seed->defined() ? reinterpret_cast<const uint64_t*>(seed->data_ptr<int64_t>()) : nullptr;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      at::Tensor workspace;
+      if (bytes > 0) workspace = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+      launch.workspace = bytes > 0 ? workspace.data_ptr() : nullptr;
+      launch.workspace_bytes = bytes;
+      const dfgnn_status_t s = call(o, launch);
+      if (s == DFGNN_STATUS_SUCCESS) return;  // the workspace is freed to the stream's pool in order
+      const std::string message = dfgnnGetLastErrorMessage();
+      size_t needed = 0;
+      if (attempt == 0 && s == DFGNN_STATUS_INVALID_ARGUMENT &&
+          dfgnnGetWorkspaceSize(context, graph, &op, direction, launch.schedule, &needed) == DFGNN_STATUS_SUCCESS &&
+          needed > bytes) {
+        bytes = needed;
+        continue;
+      }
+      TORCH_CHECK(false, function, " failed (", dfgnnGetStatusString(s), "): ", message);
+    }
+  }
+};
+
+// Pointers of the tensors in their dfgnn_inputs_t / dfgnn_grads_t fields.
+template <typename Fields, typename Pointer>
+Fields fields_of(const Prepared& p, const std::vector<at::Tensor>& tensors) {
+  std::array<Pointer, DFGNN_NUM_INPUTS> field{};
+  for (size_t i = 0; i < tensors.size(); ++i) field[p.slots[i]] = static_cast<Pointer>(tensors[i].data_ptr());
+  Fields f{};
+  static_assert(sizeof(Fields) == sizeof(field), "one pointer per input field");
+  std::memcpy(&f, field.data(), sizeof f);
+  return f;
+}
+
+class Attention : public torch::autograd::Function<Attention> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Prepared>& p, at::TensorList inputs_in,
+                            const std::optional<at::Tensor>& seed, int64_t seed_value) {
+    TORCH_CHECK(inputs_in.size() == p->slots.size(), "dfgnn_native.attention: ", p->slots.size(),
+                " input tensors expected, got ", inputs_in.size());
+    const at::Tensor& first = inputs_in[0];
+    TORCH_CHECK(first.is_cuda(), "dfgnn_native.attention runs CUDA tensors only");
+    const c10::DeviceGuard guard(first.device());
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(inputs_in.size());
+    for (const at::Tensor& t : inputs_in) inputs.push_back(t.contiguous());
+    at::Tensor out = at::empty({p->nodes, p->op.heads, p->op.dim}, first.options());
+    at::Tensor lse = at::empty({p->nodes, p->op.heads}, first.options().dtype(at::kFloat));
+    const dfgnn_inputs_t in = fields_of<dfgnn_inputs_t, const void*>(*p, inputs);
+    p->run(DFGNN_FORWARD, first, seed, seed_value, "dfgnnForward", [&](const dfgnn_op_t& op, const dfgnn_launch_t& l) {
+      return dfgnnForward(p->context, p->graph, &op, &in, out.data_ptr(), lse.data_ptr<float>(), &l);
+    });
+    std::vector<at::Tensor> saved = inputs;
+    saved.push_back(out);
+    saved.push_back(lse);
+    if (seed && seed->defined()) saved.push_back(*seed);
+    ctx->save_for_backward(saved);
+    ctx->saved_data["prepared"] = p;
+    ctx->saved_data["seed_value"] = seed_value;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto p = ctx->saved_data["prepared"].toCustomClass<Prepared>();
+    const int64_t seed_value = ctx->saved_data["seed_value"].toInt();
+    variable_list saved = ctx->get_saved_variables();
+    const size_t n = p->slots.size();
+    std::optional<at::Tensor> seed;
+    if (saved.size() == n + 3) seed = saved[n + 2];
+    const std::vector<at::Tensor> inputs(saved.begin(), saved.begin() + n);
+    const at::Tensor &out = saved[n], &lse = saved[n + 1];
+    const c10::DeviceGuard guard(out.device());
+    const at::Tensor grad_out = grad_outputs[0].to(out.scalar_type()).contiguous().view(out.sizes());
+    std::vector<at::Tensor> grads;
+    grads.reserve(n);
+    for (const at::Tensor& t : inputs) grads.push_back(at::empty_like(t));
+    const dfgnn_inputs_t in = fields_of<dfgnn_inputs_t, const void*>(*p, inputs);
+    const dfgnn_grads_t gr = fields_of<dfgnn_grads_t, void*>(*p, grads);
+    p->run(DFGNN_BACKWARD, out, seed, seed_value, "dfgnnBackward", [&](const dfgnn_op_t& op, const dfgnn_launch_t& l) {
+      return dfgnnBackward(p->context, p->graph, &op, &in, out.data_ptr(), lse.data_ptr<float>(),
+                           grad_out.data_ptr(), &gr, &l);
+    });
+    // One entry per forward argument, the list's tensors flattened: prepared, the inputs, seed,
+    // seed_value (needs_input_grad counts the tensors only: the inputs are 0 .. n-1).
+    variable_list result;
+    result.reserve(n + 3);
+    result.emplace_back();
+    for (size_t i = 0; i < n; ++i) result.push_back(ctx->needs_input_grad(i) ? grads[i] : at::Tensor());
+    result.emplace_back();
+    result.emplace_back();
+    return result;
+  }
+};
+
+at::Tensor attention(const c10::intrusive_ptr<Prepared>& prepared, at::TensorList inputs,
+                     const std::optional<at::Tensor>& seed, int64_t seed_value) {
+  return Attention::apply(prepared, inputs, seed, seed_value);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(dfgnn_native, m) {
+  m.class_<Prepared>("Prepared").def(torch::init<int64_t, int64_t, int64_t, std::optional<std::string>>());
+  m.def("attention(__torch__.torch.classes.dfgnn_native.Prepared prepared, Tensor[] inputs, Tensor? seed, "
+        "int seed_value) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(dfgnn_native, CompositeImplicitAutograd, m) { m.impl("attention", &attention); }

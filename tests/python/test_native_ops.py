@@ -1,0 +1,248 @@
+"""dfgnn.torch's native eager ops (python_bindings/dfgnn/torch/_native_ops.cpp, built and loaded by
+_native.py): a TORCH_LIBRARY op with its autograd in C++, taken by CUDA eager calls whose kind the
+Python path has validated and prepared.
+
+Without a GPU: the library builds against the installed torch (once per key: a second build() is
+the same file), registers its op and class, refuses CPU tensors by name; DFGNN_TORCH_NATIVE=0 and a
+failing build fall back (with a warning), DFGNN_TORCH_NATIVE=1 turns a failure into an error.
+On a GPU: every model (edge features and dropout, int and device seeds) gives the Python path's
+outputs and gradients bitwise (the same kernels), warm calls take the native path, the first call
+of a kind and a call that needs its first backward take the Python path, and a backward still runs
+after its dfgnn.Graph was dropped (the native Prepared holds a graph reference).
+"""
+
+import gc
+import shutil
+
+import numpy as np
+import pytest
+
+import dfgnn
+from conftest import HAS_TORCH, requires_torch, requires_torch_cuda
+
+if HAS_TORCH:
+    import torch
+    import dfgnn.torch as dt
+    from dfgnn.torch import _native
+
+
+def _buildable():
+    if not HAS_TORCH:
+        return "PyTorch is not installed"
+    try:
+        _native._build_inputs()
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+@pytest.fixture(scope="module")
+def native_lib():
+    """The library, built into the native cache (conftest: the user's) if not there yet, and loaded
+    into torch.ops."""
+    reason = _buildable()
+    if reason:
+        pytest.skip(f"the native ops cannot be built here: {reason}")
+    path = _native.build()
+    torch.ops.load_library(str(path))
+    return path
+
+
+@pytest.fixture
+def fresh_state(monkeypatch):
+    """_native decides again (and the decision is undone after the test)."""
+    monkeypatch.setattr(_native, "_state", None)
+    return monkeypatch
+
+
+def _cpu_prepared(model="transformer", heads=2, dim=4):
+    g = dfgnn.Graph(np.array([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
+    op = dfgnn.op(model, "float32", heads, dim)
+    from dfgnn import _dfgnn
+    return g, torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address, op._address, None)
+
+
+@requires_torch
+def test_builds_once_and_registers(native_lib):
+    assert native_lib.is_file()
+    mtime = native_lib.stat().st_mtime_ns
+    assert _native.build() == native_lib  # found, not rebuilt
+    assert native_lib.stat().st_mtime_ns == mtime
+    assert callable(torch.ops.dfgnn_native.attention)
+    schema = str(torch.ops.dfgnn_native.attention.default._schema)
+    assert "Tensor[] inputs" in schema and "Prepared prepared" in schema
+
+
+@requires_torch
+def test_cpu_tensors_are_refused_by_name(native_lib):
+    g, prepared = _cpu_prepared()
+    q = torch.randn(3, 2, 4)
+    with pytest.raises(RuntimeError, match="CUDA tensors only"):
+        torch.ops.dfgnn_native.attention(prepared, [q, q, q], None, 0)
+    with pytest.raises(RuntimeError, match="3 input tensors expected, got 2"):
+        torch.ops.dfgnn_native.attention(prepared, [q, q], None, 0)
+
+
+@requires_torch
+def test_prepared_outlives_its_graph_object(native_lib):
+    """The Prepared holds a reference to the C graph: dropping the Python Graph leaves it usable (a
+    use after free would fail the size checks, or crash, here)."""
+    g, prepared = _cpu_prepared()
+    del g
+    gc.collect()
+    q = torch.randn(3, 2, 4)
+    with pytest.raises(RuntimeError, match="3 input tensors expected, got 1"):
+        torch.ops.dfgnn_native.attention(prepared, [q], None, 0)
+
+
+@requires_torch
+def test_switched_off(fresh_state):
+    fresh_state.setenv("DFGNN_TORCH_NATIVE", "0")
+    assert _native.ops() is None
+    s = _native.status()
+    assert s["available"] is False and s["reason"] == "DFGNN_TORCH_NATIVE=0"
+
+
+@requires_torch
+def test_bad_mode_is_named(fresh_state):
+    fresh_state.setenv("DFGNN_TORCH_NATIVE", "yes")
+    with pytest.raises(ValueError, match="DFGNN_TORCH_NATIVE must be auto, 0 or 1"):
+        _native.ops()
+
+
+@requires_torch
+def test_failed_build_falls_back_with_a_warning(fresh_state, tmp_path):
+    if _buildable():
+        pytest.skip(f"the native ops cannot be built here: {_buildable()}")
+    fresh_state.setenv("DFGNN_NATIVE_CACHE_DIR", str(tmp_path))
+    fresh_state.setenv("CXX", shutil.which("false") or "/bin/false")
+    with pytest.warns(RuntimeWarning, match="runs its Python call path"):
+        assert _native.ops() is None
+    assert "failed (exit 1" in _native.status()["reason"]
+
+
+@requires_torch
+def test_required_and_failing_is_an_error(fresh_state, tmp_path):
+    if _buildable():
+        pytest.skip(f"the native ops cannot be built here: {_buildable()}")
+    fresh_state.setenv("DFGNN_NATIVE_CACHE_DIR", str(tmp_path))
+    fresh_state.setenv("DFGNN_TORCH_NATIVE", "1")
+    fresh_state.setenv("CXX", shutil.which("false") or "/bin/false")
+    with pytest.raises(RuntimeError, match="required .DFGNN_TORCH_NATIVE=1. but unavailable"):
+        _native.ops()
+
+
+# ---------------------------------------------------------------- on a GPU
+
+def _model_call(model, g, t, edge, dropout, seed):
+    kw = dict(dropout=dropout, dropout_seed=seed)
+    if model == "gat":
+        return dt.gat(g, t["h"], t["att_src"], t["att_dst"], edge=edge, **kw)
+    if model == "gatv2":
+        return dt.gatv2(g, t["h"], t["h_dst"], t["att"], edge=edge, **kw)
+    if model == "transformer":
+        return dt.transformer(g, t["q"], t["k"], t["v"], edge=edge, **kw)
+    return dt.agnn(g, t["h"], t["beta"], **kw)
+
+
+def _tensors(model, n, e, heads, dim, edge_features, device):
+    gen = torch.Generator(device="cpu").manual_seed(7)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=gen).to(device).requires_grad_()
+    t = {"gat": lambda: dict(h=r(n, heads, dim), att_src=r(heads, dim), att_dst=r(heads, dim)),
+         "gatv2": lambda: dict(h=r(n, heads, dim), h_dst=r(n, heads, dim), att=r(heads, dim)),
+         "transformer": lambda: dict(q=r(n, heads, dim), k=r(n, heads, dim), v=r(n, heads, dim)),
+         "agnn": lambda: dict(h=r(n, heads, dim), beta=r(1))}[model]()
+    edge = None
+    if edge_features and model != "agnn":
+        edge = r(e, heads) if model == "gat" else r(e, heads, dim)
+    return t, edge
+
+
+def _run(model, g, t, edge, dropout, seed, go):
+    for v in list(t.values()) + ([edge] if edge is not None else []):
+        v.grad = None
+    out = _model_call(model, g, t, edge, dropout, seed)
+    out.backward(go)
+    grads = [v.grad.clone() for v in t.values()] + ([edge.grad.clone()] if edge is not None else [])
+    return out.detach().clone(), grads
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("model", ["gat", "gatv2", "transformer", "agnn"])
+@pytest.mark.parametrize("edge_features", [False, True])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_native_matches_the_python_path_bitwise(model, edge_features, dropout, monkeypatch):
+    if edge_features and model == "agnn":
+        pytest.skip("AGNN takes no edge features")
+    device = torch.device("cuda")
+    n, e = 300, 2400
+    gen = torch.Generator().manual_seed(1)
+    ei = torch.randint(0, n, (2, e), generator=gen)
+    g = dfgnn.Graph(ei.numpy(), num_nodes=n)
+    t, edge = _tensors(model, n, g.num_edges, 2, 16, edge_features, device)
+    go = torch.randn(n, 2, 16, device=device)
+    seeds = [12345, torch.tensor([987654321], device=device)] if dropout else [0]
+    calls = []
+    real_ops = _native.ops()
+    assert real_ops is not None, _native.status()
+
+    class Counting:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(real_ops, name)
+    for seed in seeds:
+        monkeypatch.setattr(_native, "ops", lambda: None)
+        python = [_run(model, g, t, edge, dropout, seed, go) for _ in range(2)]  # first call, then warm
+        monkeypatch.setattr(_native, "ops", lambda: Counting())
+        calls.clear()
+        native = _run(model, g, t, edge, dropout, seed, go)
+        assert calls == ["attention"], "the warm call did not take the native path"
+        for a, b in zip([python[1][0]] + python[1][1], [native[0]] + native[1]):
+            torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@requires_torch_cuda
+def test_first_calls_take_the_python_path(monkeypatch):
+    device = torch.device("cuda")
+    g = dfgnn.Graph(np.array([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]]), num_nodes=5)
+    q, k, v = (torch.randn(5, 1, 8, device=device, requires_grad=True) for _ in range(3))
+    calls = []
+    real_ops = _native.ops()
+    assert real_ops is not None, _native.status()
+
+    class Counting:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(real_ops, name)
+    monkeypatch.setattr(_native, "ops", lambda: Counting())
+    out1 = dt.transformer(g, q, k, v)          # the kind's first call: Python (validates, prepares)
+    out2 = dt.transformer(g, q, k, v)          # needs a gradient, no backward prepared yet: Python
+    assert calls == []
+    out1.sum().backward()                      # prepares the backward
+    out3 = dt.transformer(g, q, k, v)
+    assert calls == ["attention"]
+    torch.testing.assert_close(out3, out2, rtol=0, atol=0)
+
+
+@requires_torch_cuda
+def test_backward_after_the_graph_was_dropped():
+    device = torch.device("cuda")
+    n = 64
+    ei = torch.randint(0, n, (2, 400), generator=torch.Generator().manual_seed(3))
+    q, k, v = (torch.randn(n, 2, 8, device=device, requires_grad=True) for _ in range(3))
+    go = torch.randn(n, 2, 8, device=device)
+    g = dfgnn.Graph(ei.numpy(), num_nodes=n)
+    dt.transformer(g, q, k, v).backward(go)      # Python path: prepares both directions
+    q.grad = k.grad = v.grad = None
+    reference = dt.transformer(g, q, k, v)
+    reference.backward(go)
+    expected = [t.grad.clone() for t in (q, k, v)]
+    q.grad = k.grad = v.grad = None
+    out = dt.transformer(g, q, k, v)             # native
+    del g
+    gc.collect()
+    out.backward(go)                             # its Prepared keeps the C graph alive
+    for t, want in zip((q, k, v), expected):
+        torch.testing.assert_close(t.grad, want, rtol=0, atol=0)
