@@ -59,6 +59,7 @@ def main():
     p.add_argument("--batch", type=int, default=20)
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median over them)")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("torch_library_compare: needs a CUDA device")
@@ -91,23 +92,31 @@ def main():
     a, b, c = (f() for f in calls.values())
     torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernels
     torch.testing.assert_close(a, c, rtol=0, atol=0)
-    rows = []
-    for name, forward in calls.items():
-        def fwd(forward=forward):
-            with torch.no_grad():
-                forward()
+    # Rounds interleave the designs (a host's speed drifts over a run; the previous order put each
+    # design in its own stretch of time); each figure is the median over the rounds.
+    samples = {}
+    for _ in range(args.rounds):
+        for name, forward in calls.items():
+            def fwd(forward=forward):
+                with torch.no_grad():
+                    forward()
 
-        def fwd_bwd(forward=forward):
-            forward().backward(go)
-        for passes, step in (("forward", fwd), ("forward+backward", fwd_bwd)):
-            for _ in range(10):
-                step()
-            row = dict(impl=name, passes=passes, host_us=oo.host_us(step, device, args.batch, args.repeats),
-                       profiler_cpu_us=oo.profiler_cpu_us(step, device, 50),
-                       event_us=oo.event_us(step, device, args.calls))
-            rows.append(row)
-            print(f"{name:60} {passes:17} host {row['host_us']:7.1f} us  profiler {row['profiler_cpu_us']:7.1f} us  "
-                  f"event {row['event_us']:7.1f} us", flush=True)
+            def fwd_bwd(forward=forward):
+                forward().backward(go)
+            for passes, step in (("forward", fwd), ("forward+backward", fwd_bwd)):
+                for _ in range(10):
+                    step()
+                s = samples.setdefault((name, passes), dict(host_us=[], profiler_cpu_us=[], event_us=[]))
+                s["host_us"].append(oo.host_us(step, device, args.batch, args.repeats))
+                s["profiler_cpu_us"].append(oo.profiler_cpu_us(step, device, 20))
+                s["event_us"].append(oo.event_us(step, device, args.calls))
+    import statistics
+    rows = []
+    for (name, passes), s in samples.items():
+        row = dict(impl=name, passes=passes, rounds=args.rounds, **{k: statistics.median(v) for k, v in s.items()})
+        rows.append(row)
+        print(f"{name:60} {passes:17} host {row['host_us']:7.1f} us  profiler {row['profiler_cpu_us']:7.1f} us  "
+              f"event {row['event_us']:7.1f} us", flush=True)
     meta = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, dfgnn=dfgnn.__version__,
                 graph=dict(nodes=n, edges=e, edges_with_loops=int(ei.shape[1])), model="transformer H=1 D=128 fp32")
     args.outdir.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ built once per torch version against the installed torch and loaded into torch.o
 
 A torch extension's binary is tied to the torch it was built against, so the package ships the
 source and builds it on the first CUDA eager call (about 15-30 s, once; later processes load the
-cached library), or ahead of time with ``python -m dfgnn.torch._native``. The build needs a C++20
+cached library), or ahead of time with ``python -m dfgnn.torch._native``. The build needs a C++17 (C++20 for newer torch)
 compiler (``CXX``, else ``c++``) and the CUDA runtime headers (the CUDA Toolkit's, or those of
 torch's nvidia wheels). Where it cannot be built, dfgnn.torch runs the same kernels through its
 Python autograd Functions, with one warning saying why.
@@ -84,7 +84,7 @@ def _build_inputs():
         raise RuntimeError("no C++ compiler (set CXX, or install g++)")
     torch_dir = pathlib.Path(torch.__file__).resolve().parent
     torch_lib = torch_dir / "lib"
-    cmd = [compiler, "-O2", "-shared", "-fPIC", "-std=c++20", "-w",
+    cmd = [compiler, "-O2", "-shared", "-fPIC", f"-std={_standard(torch_dir)}", "-w",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
            f"-I{header}", f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
            *[f"-I{d}" for d in cuda], str(_SOURCE),
@@ -96,6 +96,15 @@ def _build_inputs():
         digest.update(part)
         digest.update(b"\0")
     return cmd, digest.hexdigest()[:16]
+
+
+def _standard(torch_dir):
+    """The C++ standard torch itself was built with: C++20 where its headers require it (newer
+    torch), else C++17. Building in another standard than libtorch's breaks the ABI of inline
+    classes across the boundary (suspected cause of a crash on torch 2.11 when an error was thrown from a C++20 build)."""
+    aten = torch_dir / "include" / "ATen" / "ATen.h"
+    text = aten.read_text(errors="replace") if aten.is_file() else ""
+    return "c++20" if "C++20 or later" in text else "c++17"
 
 
 def _cache_dir():

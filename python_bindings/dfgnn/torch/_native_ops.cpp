@@ -123,10 +123,7 @@ class Attention : public torch::autograd::Function<Attention> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Prepared>& p, at::TensorList inputs_in,
                             const std::optional<at::Tensor>& seed, int64_t seed_value) {
-    TORCH_CHECK(inputs_in.size() == p->slots.size(), "dfgnn_native.attention: ", p->slots.size(),
-                " input tensors expected, got ", inputs_in.size());
     const at::Tensor& first = inputs_in[0];
-    TORCH_CHECK(first.is_cuda(), "dfgnn_native.attention runs CUDA tensors only");
     const c10::DeviceGuard guard(first.device());
     std::vector<at::Tensor> inputs;
     inputs.reserve(inputs_in.size());
@@ -181,6 +178,12 @@ class Attention : public torch::autograd::Function<Attention> {
 
 at::Tensor attention(const c10::intrusive_ptr<Prepared>& prepared, at::TensorList inputs,
                      const std::optional<at::Tensor>& seed, int64_t seed_value) {
+  // checked before the autograd Function: its forward throws only on a failed launch
+  TORCH_CHECK(inputs.size() == prepared->slots.size(), "dfgnn_native.attention: ", prepared->slots.size(),
+              " input tensors expected, got ", inputs.size());
+  for (const at::Tensor& t : inputs)
+    TORCH_CHECK(t.defined() && t.is_cuda() && t.device() == inputs[0].device(),
+                "dfgnn_native.attention runs CUDA tensors only, all on one device");
   return Attention::apply(prepared, inputs, seed, seed_value);
 }
 
