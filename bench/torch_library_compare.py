@@ -22,7 +22,8 @@ import sys
 
 import torch
 
-import dfgnn
+os.environ.setdefault("DFGNN_TORCH_NATIVE", "1")  # opt-in (see dfgnn.torch.native_status)
+import dfgnn  # noqa: E402
 import dfgnn.torch as dt
 from dfgnn import _dfgnn
 

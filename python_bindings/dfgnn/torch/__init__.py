@@ -84,8 +84,9 @@ OPS = _custom_ops.OPS
 
 #: Eager calls on plain tensors go through the autograd Functions, the same kernels without the custom
 #: ops' dispatch layers (several hundred microseconds per forward+backward on the host: on small graphs,
-#: where every kernel takes microseconds, that decided whether a layer beat PyG); warm CUDA calls of a
-#: kind the Functions have run take the native ops instead (see :func:`native_status`). torch.compile,
+#: where every kernel takes microseconds, that decided whether a layer beat PyG); with
+#: ``DFGNN_TORCH_NATIVE`` set, warm CUDA calls of a kind the Functions have run take the native ops
+#: instead (see :func:`native_status`). torch.compile,
 #: fake and meta tensors, tensor subclasses and torch.func transforms (vmap) get the custom ops. Tests
 #: turn this off to check both paths.
 use_functions_in_eager = True
@@ -93,14 +94,16 @@ use_functions_in_eager = True
 
 def native_status():
     """Whether warm CUDA eager calls run through dfgnn.torch's native ops (a TORCH_LIBRARY op with its
-    autograd in C++, built once per torch version on first use and cached; about 30% less host time
-    per forward and 40% less per forward+backward than the Python autograd Functions on the H200).
+    autograd in C++, built once per torch version on first use and cached). Opt-in for now
+    (``DFGNN_TORCH_NATIVE=auto`` or ``1``; the default ``0`` keeps the Python autograd Functions):
+    see the report bench/results/2026-12-01c-h200.md for what was measured and the open defect.
     Returns ``{"mode", "available", "library", "reason"}``: ``mode`` is ``DFGNN_TORCH_NATIVE``
     (``auto``: build or load on first use, fall back to the Functions with a warning; ``1``: a
     failure is an error; ``0``: never), ``library`` the built file, ``reason`` why they are not in
     use. Calling it decides (and builds) if no CUDA call has yet."""
     from . import _native
     return _native.status()
+
 
 __all__ = [
     "graph", "gat", "gatv2", "transformer", "agnn", "OPS", "self_loop_edge_attr", "native_status",

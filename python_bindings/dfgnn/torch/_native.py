@@ -8,8 +8,12 @@ compiler (``CXX``, else ``c++``) and the CUDA runtime headers (the CUDA Toolkit'
 torch's nvidia wheels). Where it cannot be built, dfgnn.torch runs the same kernels through its
 Python autograd Functions, with one warning saying why.
 
-``DFGNN_TORCH_NATIVE``: ``auto`` (default: build or load on first use, fall back with a warning),
-``1`` (required: a failure is an error), ``0`` (never: the Python path). The built library is kept
+``DFGNN_TORCH_NATIVE``: ``0`` (the default: the Python path), ``auto`` (build or load on first use,
+fall back with a warning), ``1`` (required: a failure is an error). Off by default while two things
+found on the H200 (torch 2.11) stand: an error raised by the op (a CPU tensor passed to it) crashed
+the process, and in the user's call (through dfgnn.torch's Python front end) the measured host-time
+gain over the Python autograd Functions was within the host's run-to-run noise
+(bench/results/2026-12-01c-h200.md). The built library is kept
 in ``DFGNN_NATIVE_CACHE_DIR``, else ``DFGNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/dfgnn`` or
 ``~/.cache/dfgnn``.
 """
@@ -34,7 +38,7 @@ _state = None  # (torch.ops.dfgnn_native or None, status dict), once decided
 
 
 def _mode():
-    mode = os.environ.get("DFGNN_TORCH_NATIVE", "auto").strip().lower()
+    mode = os.environ.get("DFGNN_TORCH_NATIVE", "0").strip().lower()
     if mode not in ("auto", "0", "1"):
         raise ValueError(f"DFGNN_TORCH_NATIVE must be auto, 0 or 1, got {mode!r}")
     return mode
