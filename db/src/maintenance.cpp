@@ -55,7 +55,6 @@ std::vector<SourceRun> read_source_runs(Connection& src, const std::string& afte
       RowReader in(q);
       SourceRun s;
       s.run.uuid = q.text("runs.uuid");  // the paging key, as stored; checked below
-      in.text("runs.uuid");
       s.run.default_schedule = in.text("runs.default_schedule");
       s.run.host = in.text("runs.host");
       s.run.unix_time = in.integer("runs.unix_time");
@@ -69,6 +68,7 @@ std::vector<SourceRun> read_source_runs(Connection& src, const std::string& afte
       s.fp_hash = in.text("fingerprints.hash");
       s.fp_bucket = in.text("fingerprints.bucket_key");
       s.fp_text = in.text("fingerprints.text");
+      in.text("runs.uuid");
       if (q.is_null("environments.id") || q.is_null("results.id") || q.is_null("fingerprints.id"))
         s.problem = "dangling environment, result or fingerprint";
       if (s.problem.empty()) s.problem = in.problem();

@@ -126,8 +126,9 @@ const char* storage_class(int type) {
 }  // namespace
 
 int64_t RowReader::integer(std::string_view column) {
-  const int type = q_.column_type(column);
-  if (type == SQLITE_INTEGER) return q_.i64(column);
+  const int col = q_.index(column);
+  const int type = q_.type_at(col);
+  if (type == SQLITE_INTEGER) return q_.i64_at(col);
   if (type != SQLITE_NULL) note(column, fmt::format("holds {} value, not an integer", storage_class(type)));
   return 0;
 }
@@ -142,20 +143,22 @@ int32_t RowReader::int32(std::string_view column) {
 }
 
 double RowReader::real(std::string_view column) {
-  const int type = q_.column_type(column);
-  if (type == SQLITE_FLOAT || type == SQLITE_INTEGER) return q_.f64(column);
+  const int col = q_.index(column);
+  const int type = q_.type_at(col);
+  if (type == SQLITE_FLOAT || type == SQLITE_INTEGER) return q_.f64_at(col);
   if (type != SQLITE_NULL) note(column, fmt::format("holds {} value, not a number", storage_class(type)));
   return std::numeric_limits<double>::quiet_NaN();
 }
 
 std::string RowReader::text(std::string_view column) {
-  const int type = q_.column_type(column);
+  const int col = q_.index(column);
+  const int type = q_.type_at(col);
   if (type == SQLITE_NULL) return {};
   if (type != SQLITE_TEXT) {
     note(column, fmt::format("holds {} value, not text", storage_class(type)));
     return {};
   }
-  std::string value = q_.text(column);
+  std::string value = q_.text_at(col);
   if (std::string why = unprintable(value); !why.empty()) {
     note(column, why);
     return {};
@@ -267,21 +270,18 @@ int64_t Query::run() {
   return sqlite3_changes64(conn_.get());
 }
 
-double Query::f64(std::string_view column) const {
-  const int col = index(column);
+double Query::f64_at(int col) const {
   if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::numeric_limits<double>::quiet_NaN();
   return sqlite3_column_double(stmt_, col);
 }
 
-std::string Query::text(std::string_view column) const {
-  const int col = index(column);
+std::string Query::text_at(int col) const {
   const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
   const int n = sqlite3_column_bytes(stmt_, col);
   return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(n));
 }
 
-std::vector<char> Query::blob(std::string_view column) const {
-  const int col = index(column);
+std::vector<char> Query::blob_at(int col) const {
   const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
   const int n = sqlite3_column_bytes(stmt_, col);
   return p == nullptr ? std::vector<char>() : std::vector<char>(p, p + n);

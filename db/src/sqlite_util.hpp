@@ -118,15 +118,21 @@ class Query {
 
   // The current row's values, by column name. No type checks (RowReader checks them).
   bool is_null(std::string_view column) const { return column_type(column) == SQLITE_NULL; }
-  int64_t i64(std::string_view column) const { return sqlite3_column_int64(stmt_, index(column)); }
+  int64_t i64(std::string_view column) const { return i64_at(index(column)); }
   // NULL reads as NaN.
-  double f64(std::string_view column) const;
-  std::string text(std::string_view column) const;
-  std::vector<char> blob(std::string_view column) const;
-  int column_type(std::string_view column) const { return sqlite3_column_type(stmt_, index(column)); }
+  double f64(std::string_view column) const { return f64_at(index(column)); }
+  std::string text(std::string_view column) const { return text_at(index(column)); }
+  std::vector<char> blob(std::string_view column) const { return blob_at(index(column)); }
+  int column_type(std::string_view column) const { return type_at(index(column)); }
 
  private:
+  friend class RowReader;  // looks a column up once per value it reads
   int index(std::string_view column) const;
+  int type_at(int col) const { return sqlite3_column_type(stmt_, col); }
+  int64_t i64_at(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double f64_at(int col) const;
+  std::string text_at(int col) const;
+  std::vector<char> blob_at(int col) const;
   Connection& conn_;
   const Statement& statement_;
   sqlite3_stmt* stmt_;
