@@ -25,12 +25,9 @@ namespace dfgnn::db {
 
 namespace fs = std::filesystem;
 
-namespace {
+using detail::log_warn;
 
-template <typename... Args>
-void log_warn(fmt::format_string<Args...> format, Args&&... args) {
-  if (auto* l = detail::db_logger()) l->warn(format, std::forward<Args>(args)...);
-}
+namespace {
 
 // A read-only layer's trouble is logged once per process: every context opens its own layers,
 // and an installed file does not change while the process runs.

@@ -114,17 +114,17 @@ int target_version(const std::vector<Migration>& steps) { return steps.empty() ?
 
 int read_user_version(Connection& conn) {
   Query q(conn, "PRAGMA user_version");
-  return q.step() ? static_cast<int>(q.i64(0)) : 0;
+  return q.step() ? static_cast<int>(q.i64("user_version")) : 0;
 }
 
 int read_application_id(Connection& conn) {
   Query q(conn, "PRAGMA application_id");
-  return q.step() ? static_cast<int>(q.i64(0)) : 0;
+  return q.step() ? static_cast<int>(q.i64("application_id")) : 0;
 }
 
 int64_t count_tables(Connection& conn) {
-  Query q(conn, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
-  return q.step() ? q.i64(0) : 0;
+  Query q(conn, "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'");
+  return q.step() ? q.i64("n") : 0;
 }
 
 void check_version(Connection& conn, int version, int supported) {
@@ -189,10 +189,10 @@ SchemaObjects read_objects(Connection& conn) {
   // Values that are not text (a blob 'table' reads as the text "table") are marked with their storage
   // class, so they never match dfgnn's objects (SQLite itself and check_tables would not see them).
   Query q(conn,
-          "SELECT type || CASE typeof(type) WHEN 'text' THEN '' ELSE ' (' || typeof(type) || ')' END, "
-          "name || CASE typeof(name) WHEN 'text' THEN '' ELSE ' (' || typeof(name) || ')' END, tbl_name, sql "
-          "FROM sqlite_master");
-  while (q.step()) out[{q.text(0), q.text(1)}] = {q.text(2), q.text(3)};
+          "SELECT type || CASE typeof(type) WHEN 'text' THEN '' ELSE ' (' || typeof(type) || ')' END AS kind, "
+          "name || CASE typeof(name) WHEN 'text' THEN '' ELSE ' (' || typeof(name) || ')' END AS object, "
+          "tbl_name AS on_table, sql AS definition FROM sqlite_master");
+  while (q.step()) out[{q.text("kind"), q.text("object")}] = {q.text("on_table"), q.text("definition")};
   return out;
 }
 

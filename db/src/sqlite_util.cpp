@@ -109,8 +109,8 @@ std::string unprintable(std::string_view text) {
   return {};
 }
 
-void RowReader::note(const char* name, std::string why) {
-  if (problem_.empty()) problem_ = fmt::format("column {}: {}", name, why);
+void RowReader::note(std::string_view column, std::string why) {
+  if (problem_.empty()) problem_ = fmt::format("column {}: {}", column, why);
 }
 
 namespace {
@@ -125,39 +125,42 @@ const char* storage_class(int type) {
 }
 }  // namespace
 
-int64_t RowReader::integer(int col, const char* name) {
-  const int type = q_.column_type(col);
-  if (type == SQLITE_INTEGER) return q_.i64(col);
-  if (type != SQLITE_NULL) note(name, fmt::format("holds {} value, not an integer", storage_class(type)));
+int64_t RowReader::integer(std::string_view column) {
+  const int col = q_.index(column);
+  const int type = q_.type_at(col);
+  if (type == SQLITE_INTEGER) return q_.i64_at(col);
+  if (type != SQLITE_NULL) note(column, fmt::format("holds {} value, not an integer", storage_class(type)));
   return 0;
 }
 
-int32_t RowReader::int32(int col, const char* name) {
-  const int64_t v = integer(col, name);
+int32_t RowReader::int32(std::string_view column) {
+  const int64_t v = integer(column);
   if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-    note(name, fmt::format("{} does not fit 32 bits", v));
+    note(column, fmt::format("{} does not fit 32 bits", v));
     return 0;
   }
   return static_cast<int32_t>(v);
 }
 
-double RowReader::real(int col, const char* name) {
-  const int type = q_.column_type(col);
-  if (type == SQLITE_FLOAT || type == SQLITE_INTEGER) return q_.f64(col);
-  if (type != SQLITE_NULL) note(name, fmt::format("holds {} value, not a number", storage_class(type)));
+double RowReader::real(std::string_view column) {
+  const int col = q_.index(column);
+  const int type = q_.type_at(col);
+  if (type == SQLITE_FLOAT || type == SQLITE_INTEGER) return q_.f64_at(col);
+  if (type != SQLITE_NULL) note(column, fmt::format("holds {} value, not a number", storage_class(type)));
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-std::string RowReader::text(int col, const char* name) {
-  const int type = q_.column_type(col);
+std::string RowReader::text(std::string_view column) {
+  const int col = q_.index(column);
+  const int type = q_.type_at(col);
   if (type == SQLITE_NULL) return {};
   if (type != SQLITE_TEXT) {
-    note(name, fmt::format("holds {} value, not text", storage_class(type)));
+    note(column, fmt::format("holds {} value, not text", storage_class(type)));
     return {};
   }
-  std::string value = q_.text(col);
+  std::string value = q_.text_at(col);
   if (std::string why = unprintable(value); !why.empty()) {
-    note(name, why);
+    note(column, why);
     return {};
   }
   return value;
@@ -166,21 +169,33 @@ std::string RowReader::text(int col, const char* name) {
 Connection::Connection(sqlite3* handle, std::string display_path) : db_(handle), path_(std::move(display_path)) {}
 
 Connection::~Connection() {
-  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  for (auto& [sql, s] : cache_) sqlite3_finalize(s.stmt);
   sqlite3_close_v2(db_);
 }
 
-sqlite3_stmt* Connection::statement(const char* sql) {
+const Statement& Connection::statement(const char* sql) {
   auto it = cache_.find(sql);
   if (it != cache_.end()) return it->second;
-  sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  Statement s;
+  const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &s.stmt, nullptr);
   if (rc != SQLITE_OK) {
-    sqlite3_finalize(stmt);
+    sqlite3_finalize(s.stmt);
     fail(rc, fmt::format("preparing \"{}\"", sql));
   }
-  cache_.emplace(sql, stmt);
-  return stmt;
+  for (int i = 0, n = sqlite3_column_count(s.stmt); i < n; ++i) {
+    const char* name = sqlite3_column_name(s.stmt, i);
+    if (name == nullptr) {
+      sqlite3_finalize(s.stmt);
+      throw_db(path_, "out of memory naming the columns of a query");
+    }
+    if (!s.columns.emplace(name, i).second) {
+      const std::string duplicate = name;  // owned by the statement
+      sqlite3_finalize(s.stmt);
+      throw_db(path_, fmt::format("query \"{}\" has two columns named \"{}\" (give each its own name with AS)", sql,
+                                  duplicate));
+    }
+  }
+  return cache_.emplace(sql, std::move(s)).first->second;
 }
 
 int Connection::try_exec(const char* sql) { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
@@ -190,7 +205,19 @@ void Connection::exec(const char* sql) {
   if (rc != SQLITE_OK) fail(rc, sql);
 }
 
-Query::Query(Connection& conn, const char* sql) : conn_(conn), stmt_(conn.statement(sql)) {}
+Query::Query(Connection& conn, const char* sql)
+    : conn_(conn), statement_(conn.statement(sql)), stmt_(statement_.stmt) {}
+
+int Query::index(std::string_view column) const {
+  const auto it = statement_.columns.find(column);
+  if (it == statement_.columns.end()) {
+    std::string known;
+    for (const auto& [name, i] : statement_.columns) known += (known.empty() ? "" : ", ") + name;
+    throw_db(conn_.path(), fmt::format("query \"{}\" has no column \"{}\" (it has: {})", sqlite3_sql(stmt_), column,
+                                       known));
+  }
+  return it->second;
+}
 
 Query::~Query() {
   sqlite3_reset(stmt_);
@@ -243,18 +270,18 @@ int64_t Query::run() {
   return sqlite3_changes64(conn_.get());
 }
 
-double Query::f64(int col) const {
-  if (is_null(col)) return std::numeric_limits<double>::quiet_NaN();
+double Query::f64_at(int col) const {
+  if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::numeric_limits<double>::quiet_NaN();
   return sqlite3_column_double(stmt_, col);
 }
 
-std::string Query::text(int col) const {
+std::string Query::text_at(int col) const {
   const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
   const int n = sqlite3_column_bytes(stmt_, col);
   return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(n));
 }
 
-std::vector<char> Query::blob(int col) const {
+std::vector<char> Query::blob_at(int col) const {
   const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
   const int n = sqlite3_column_bytes(stmt_, col);
   return p == nullptr ? std::vector<char>() : std::vector<char>(p, p + n);
@@ -300,6 +327,14 @@ void read_transaction(Connection& conn, const std::function<void()>& body) {
     throw;
   }
   conn.exec("COMMIT");
+}
+
+std::string select_list(std::string_view alias, std::string_view table,
+                        std::initializer_list<std::string_view> columns) {
+  std::string out;
+  for (std::string_view c : columns)
+    out += fmt::format("{}{}.{} AS \"{}.{}\"", out.empty() ? "" : ", ", alias, c, table, c);
+  return out;
 }
 
 std::string uri_path(const std::string& path) {

@@ -529,6 +529,192 @@ TEST(TuningDbBasic, ModulesAreContentAddressed) {
   EXPECT_FALSE(db->verify().empty());
 }
 
+// ------------------------------------------------------------------ decoding by column name
+
+// Rows are decoded by column name: every field written through the public API comes back in its
+// own field through every read path (put_result, find_exact, candidates_for, list,
+// pooled_candidates, a merge, get_module). All values differ from each other, so a decoder that
+// reads one column into another field fails here.
+TEST(TuningDbColumns, EveryFieldRoundTripsThroughEveryReadPath) {
+  TempDir dir;
+  auto db = TuningDb::open_user(dir / "t.db");
+  // Earlier rows, so that row ids, environment ids and counts all differ.
+  ASSERT_TRUE(db->put_result(make_run(a100(), op_gat(), 1, {cand(sched(32), 1.0)})));
+  ASSERT_TRUE(db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.0)})));
+  ASSERT_TRUE(db->put_result(make_run(a100(), op_gat(1), 1, {cand(sched(32), 1.0)})));
+
+  const EnvironmentInfo env{"GPU-X", 89, 77, 12345, 12061, "lib-9.8.7", "tmpl-abc"};
+  const OpKey op{6, 9, 12, 40, 5, 13};
+  auto stat = [](const char* schedule, int32_t solver, int64_t count, double mean, double m2, double min,
+                 double median) { return CandidateStat{schedule, solver, count, mean, m2, min, median}; };
+  const CandidateStat a = stat("s-a", 3, 17, 2.5, 0.06, 2.1, 2.4);   // the default
+  const CandidateStat b = stat("s-b", 7, 11, 1.7, 0.2, 1.2, 1.5);    // the winner
+  const CandidateStat c = stat("s-c", 4, 23, 2.0, 0.04, 1.8, 1.9);   // the runner-up
+  const CandidateStat d = stat("s-d", 8, 29, 3.5, 0.08, 3.25, 3.3);  // only in the newer run
+  TuningRun older;
+  older.environment = env;
+  older.op = op;
+  older.fingerprint = make_fp(3);
+  older.default_schedule = "s-x";  // the newer run's default counts
+  older.candidates = {c, a, b};
+  older.host = "host-p";
+  older.unix_time = 1234000;
+  older.tool_version = "tool-y";
+  older.run_id = "run-older";
+  TuningRun newer = older;
+  newer.default_schedule = "s-a";
+  newer.candidates = {d};
+  newer.host = "host-q";
+  newer.unix_time = 1234567;
+  newer.tool_version = "tool-z";
+  newer.run_id = "run-newer";
+  ASSERT_TRUE(db->put_result(older));
+  const std::optional<TuningResult> put = db->put_result(newer);
+  ASSERT_TRUE(put);
+
+  // The row ids, independently from the file.
+  const fs::path file = dir / "t.db";
+  const int64_t id = raw_int(file, "SELECT max(id) FROM results");
+  const int64_t env_id = raw_int(file, "SELECT id FROM environments WHERE gpu_name = 'GPU-X'");
+  ASSERT_EQ(id, 4);
+  ASSERT_EQ(env_id, 3);
+
+  auto expect_result = [&](const TuningResult& r, bool same_file, const std::string& where) {
+    SCOPED_TRACE(where);
+    if (same_file) {
+      EXPECT_EQ(r.id, id);
+      EXPECT_EQ(r.environment_id, env_id);
+    }
+    EXPECT_EQ(r.env_class, "GPU-X|sm_89|77");
+    EXPECT_EQ(r.template_hash, "tmpl-abc");
+    EXPECT_EQ(r.library_version, "lib-9.8.7");
+    EXPECT_EQ(r.op, op);
+    EXPECT_EQ(r.fingerprint_text, make_fp(3).text);
+    EXPECT_EQ(r.fingerprint_hash, fp_hash(3));
+    EXPECT_EQ(r.bucket_key, make_fp(3).bucket_key);
+    EXPECT_EQ(r.solver_id, 7);
+    EXPECT_EQ(r.schedule, "s-b");
+    EXPECT_EQ(r.stats.count, 11);
+    EXPECT_EQ(r.stats.median_ms, 1.5);
+    EXPECT_EQ(r.stats.mean_ms, 1.7);
+    EXPECT_DOUBLE_EQ(r.stats.variance, 0.2 / 10);
+    EXPECT_EQ(r.stats.min_ms, 1.2);
+    EXPECT_EQ(r.default_schedule, "s-a");
+    EXPECT_EQ(r.default_median_ms, 2.4);
+    EXPECT_EQ(r.runner_up_schedule, "s-c");
+    EXPECT_EQ(r.runner_up_median_ms, 1.9);
+    EXPECT_EQ(r.host, "host-q");
+    EXPECT_EQ(r.unix_time, 1234567);
+    EXPECT_EQ(r.tool_version, "tool-z");
+    EXPECT_EQ(r.environment, env);
+    EXPECT_EQ(r.runs, 2);
+  };
+  expect_result(*put, true, "put_result");
+  EXPECT_EQ(put->source, file.string());
+  const std::optional<TuningResult> hit = db->find_exact(env, op, fp_hash(3));
+  ASSERT_TRUE(hit);
+  expect_result(*hit, true, "find_exact");
+  const std::vector<TuningResult> near = db->candidates_for(env, op);
+  ASSERT_EQ(near.size(), 1u);
+  expect_result(near[0], true, "candidates_for");
+  int listed = 0;
+  for (const auto& l : db->list("GPU-X|sm_89|77")) {
+    EXPECT_EQ(l.problem, "");
+    expect_result(l.result, true, "list");
+    ++listed;
+  }
+  EXPECT_EQ(listed, 1);
+
+  auto expect_pooled = [&](const std::vector<CandidateStat>& got, const std::string& where) {
+    SCOPED_TRACE(where);
+    const std::vector<CandidateStat> want = {b, c, a, d};  // by mean; one run each, so as stored
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].schedule, want[i].schedule);
+      EXPECT_EQ(got[i].solver_id, want[i].solver_id);
+      EXPECT_EQ(got[i].count, want[i].count);
+      EXPECT_EQ(got[i].mean_ms, want[i].mean_ms);
+      EXPECT_EQ(got[i].m2, want[i].m2);
+      EXPECT_EQ(got[i].min_ms, want[i].min_ms);
+      EXPECT_EQ(got[i].median_ms, want[i].median_ms);
+    }
+  };
+  expect_pooled(db->pooled_candidates(id), "pooled_candidates");
+
+  ModuleRecord m;
+  m.key = "feedface";
+  m.image = {'\x7f', 'E', 'L', 'F', '\0', '\x01'};
+  m.names = {"dfgnn::k<3>", "dfgnn::k<4>"};
+  m.lowered = {"_Z1kILi3EEvv", "_Z1kILi4EEvv"};
+  m.arch = 89;
+  m.nvrtc_version = 12061;
+  m.template_hash = "tmpl-abc";
+  m.created = 1111111;
+  db->put_module(m);
+  auto expect_module = [&](const std::optional<ModuleRecord>& got, const std::string& where) {
+    SCOPED_TRACE(where);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->key, m.key);
+    EXPECT_EQ(got->image, m.image);
+    EXPECT_EQ(got->names, m.names);
+    EXPECT_EQ(got->lowered, m.lowered);
+    EXPECT_EQ(got->arch, 89);
+    EXPECT_EQ(got->nvrtc_version, 12061);
+    EXPECT_EQ(got->template_hash, "tmpl-abc");
+    EXPECT_EQ(got->created, 1111111);
+  };
+  expect_module(db->get_module(m.key), "get_module");
+  EXPECT_TRUE(db->verify().empty());
+
+  // A merge reads the source's runs, environments, fingerprints, candidates and modules by name too.
+  auto merged = TuningDb::open_user(dir / "merged.db");
+  const dfgnn::db::MergeReport report = merged->merge_from(file);
+  EXPECT_EQ(report.runs_added, 5);
+  EXPECT_EQ(report.runs_rejected + report.candidates_rejected + report.modules_rejected, 0);
+  EXPECT_EQ(report.modules_added, 1);
+  const std::optional<TuningResult> again = merged->find_exact(env, op, fp_hash(3));
+  ASSERT_TRUE(again);
+  expect_result(*again, false, "after merge_from");
+  expect_pooled(merged->pooled_candidates(again->id), "pooled after merge_from");
+  expect_module(merged->get_module(m.key), "get_module after merge_from");
+  EXPECT_TRUE(merged->verify().empty());
+}
+
+// The statement wrapper under the decoders: columns are found by name in any order; a name the
+// query lacks and a name it has twice are errors naming the query and the column.
+TEST(TuningDbColumns, QueryReadsByNameAndRejectsUnknownOrAmbiguousColumns) {
+  using dfgnn::db::detail::Connection;
+  using dfgnn::db::detail::Query;
+  using dfgnn::db::detail::RowReader;
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(":memory:", &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
+  Connection conn(handle, "(test)");
+  conn.exec("CREATE TABLE t (x INTEGER, y TEXT, z REAL); INSERT INTO t VALUES (7, 'seven', 0.5)");
+  // The same row through two select lists in opposite orders.
+  static const std::string forward = "SELECT " + dfgnn::db::detail::select_list("a", "t", {"x", "y", "z"}) + " FROM t a";
+  static const std::string backward = "SELECT " + dfgnn::db::detail::select_list("a", "t", {"z", "y", "x"}) + " FROM t a";
+  for (const std::string* sql : {&forward, &backward}) {
+    Query q(conn, sql->c_str());
+    ASSERT_TRUE(q.step());
+    RowReader in(q);
+    EXPECT_EQ(in.integer("t.x"), 7) << *sql;
+    EXPECT_EQ(in.text("t.y"), "seven") << *sql;
+    EXPECT_EQ(in.real("t.z"), 0.5) << *sql;
+    EXPECT_EQ(in.problem(), "") << *sql;
+    // A value of the wrong storage class is the row's problem, named by its column.
+    EXPECT_EQ(in.integer("t.y"), 0);
+    EXPECT_EQ(in.problem(), "column t.y: holds a TEXT value, not an integer");
+    // A column the query does not select is a defect, reported as such.
+    const auto unknown = expect_error([&] { in.integer("t.w"); });
+    EXPECT_TRUE(contains(unknown.what(), "has no column \"t.w\"")) << unknown.what();
+    EXPECT_TRUE(contains(unknown.what(), "t.x, t.y, t.z")) << unknown.what();
+    EXPECT_TRUE(contains(expect_error([&] { q.text("x"); }).what(), "has no column \"x\""));
+  }
+  // Two columns of one name (a join without AS names) cannot be read by name: refused when prepared.
+  const auto twice = expect_error([&] { Query q(conn, "SELECT a.x, b.x FROM t a, t b"); });
+  EXPECT_TRUE(contains(twice.what(), "two columns named \"x\"")) << twice.what();
+}
+
 // ------------------------------------------------------------------ schema versions
 
 TEST(TuningDbSchema, BuiltInStepsReachTheAdvertisedVersion) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests of bench/calibrate_nearest.py (ctest: calibrate_nearest.script). Standard library only.
-- Reading a tuning database: runs are pooled as db/src/tuning_db.cpp pools them.
+- Reading a tuning database: runs are pooled as db/src/results.cpp pools them.
 - On a synthetic database whose families each have their own best schedule, the fitted distance and radius
   answer every left-out graph with its family's schedule.
 - The committed data is reproducible: the committed extract (tests/data/nearest_extract.json) refits to the
