@@ -87,7 +87,7 @@ def tied(a, best, pooled):
 
 def pool_runs(rows):
     """rows: (schedule, count, mean, m2, median, uuid, time) -> {schedule: [count, mean, m2, median]} pooled as
-    db/src/tuning_db.cpp does (Chan et al. in run-id order; the count-weighted mean of the runs' medians)."""
+    db/src/results.cpp does (Chan et al. in run-id order; the count-weighted mean of the runs' medians)."""
     out = {}
     for s, n, mean, m2, med, uuid, t in sorted(rows, key=lambda r: (r[0], r[5])):
         if s not in out:
