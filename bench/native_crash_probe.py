@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Where dfgnn.torch's native ops crash when they raise an error (seen on the H200 with torch 2.11:
+passing CPU tensors to torch.ops.dfgnn_native.attention ended the process with SIGSEGV instead of a
+RuntimeError; the same build raises cleanly on a machine without a GPU).
+
+Builds a copy of python_bindings/dfgnn/torch/_native_ops.cpp with progress markers on stderr and one
+extra op that only raises, then runs each case in its own subprocess and prints its exit status and
+markers:
+- ``throw``: an op with no arguments that raises (is raising from this library enough?);
+- ``prepared``: constructing the Prepared of a small host-built graph;
+- ``refuse``: the refusal of CPU tensors (the crash);
+- ``refuse-after-cuda``: the same after CUDA was initialised.
+
+    python bench/native_crash_probe.py OUTDIR
+"""
+import pathlib
+import subprocess
+import sys
+
+CASE = r'''
+import ctypes, sys, numpy as np, torch, dfgnn
+from dfgnn import _dfgnn
+torch.ops.load_library(sys.argv[1])
+case = sys.argv[2]
+def mark(s): print("probe:", s, file=sys.stderr, flush=True)
+if case == "throw":
+    try:
+        torch.ops.dfgnn_native.probe_throw()
+    except RuntimeError as e:
+        mark("raised " + str(e)[:80])
+    sys.exit(0)
+if case == "refuse-after-cuda":
+    torch.zeros(1, device="cuda"); mark("cuda initialised")
+g = dfgnn.Graph(np.array([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
+op = dfgnn.op("transformer", "float32", 2, 4)
+mark("making the Prepared")
+p = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address, op._address, None)
+mark("prepared")
+if case == "prepared":
+    sys.exit(0)
+q = torch.randn(3, 2, 4)
+try:
+    torch.ops.dfgnn_native.attention(p, [q, q, q], None, 0)
+except RuntimeError as e:
+    mark("raised " + str(e)[:80])
+'''
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    from dfgnn.torch import _native
+    src = _native._SOURCE.read_text()
+    src = src.replace("  // checked before the autograd Function",
+                      '  std::fprintf(stderr, "probe: attention entered, prepared %p\\n", (void*)prepared.get());\n'
+                      '  std::fprintf(stderr, "probe: %zu slots, %zu inputs\\n", prepared->slots.size(), inputs.size());\n'
+                      "  // checked before the autograd Function")
+    src = src.replace("  return Attention::apply(prepared, inputs, seed, seed_value);",
+                      '  std::fprintf(stderr, "probe: checks passed\\n");\n'
+                      "  return Attention::apply(prepared, inputs, seed, seed_value);")
+    src = src.replace('        "int seed_value) -> Tensor");',
+                      '        "int seed_value) -> Tensor");\n  m.def("probe_throw() -> ()", [] {\n'
+                      '    std::fprintf(stderr, "probe: about to raise\\n");\n'
+                      '    TORCH_CHECK(false, "probe error");\n  });')
+    src = "#include <cstdio>\n" + src
+    probe_src = out / "native_probe.cpp"
+    probe_src.write_text(src)
+    cmd, _ = _native._build_inputs()
+    lib = out / "native_probe.so"
+    cmd = [str(probe_src) if c == str(_native._SOURCE) else c for c in cmd]
+    r = subprocess.run(cmd[:-1] + ["-o", str(lib)] + cmd[-1:], capture_output=True, text=True)
+    print("build:", r.returncode, r.stderr[-2000:], flush=True)
+    if r.returncode:
+        sys.exit(1)
+    print("compiler:", subprocess.run([cmd[0], "--version"], capture_output=True, text=True).stdout.splitlines()[0])
+    for case in ("throw", "prepared", "refuse", "refuse-after-cuda"):
+        r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CASE, str(lib), case], capture_output=True,
+                           text=True, timeout=120)
+        markers = [line for line in r.stderr.splitlines() if line.startswith("probe:")]
+        print(f"{case}: exit {r.returncode}", *markers, sep="\n  ", flush=True)
+        (out / f"{case}.stderr").write_text(r.stderr)
+
+
+if __name__ == "__main__":
+    main()
