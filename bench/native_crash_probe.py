@@ -7,11 +7,16 @@ Builds a copy of python_bindings/dfgnn/torch/_native_ops.cpp with progress marke
 extra op that only raises, then runs each case in its own subprocess and prints its exit status and
 markers:
 - ``throw``: an op with no arguments that raises (is raising from this library enough?);
+- ``throw-formatted``: the same with a message of several arguments (TORCH_CHECK formats them
+  through an std::ostringstream compiled into this library);
 - ``prepared``: constructing the Prepared of a small host-built graph;
 - ``refuse``: the refusal of CPU tensors (the crash);
-- ``refuse-after-cuda``: the same after CUDA was initialised.
+- ``refuse-after-cuda``: the same after CUDA was initialised;
+- ``size``: the refusal of a list of the wrong length;
+- ``del-graph``: the refusal after the Python Graph (and the op) were dropped (the Prepared holds a
+  graph reference).
 
-    python bench/native_crash_probe.py OUTDIR
+    python bench/native_crash_probe.py OUTDIR [--source CPP]   (default: the installed package's source)
 """
 import pathlib
 import subprocess
@@ -23,9 +28,9 @@ from dfgnn import _dfgnn
 torch.ops.load_library(sys.argv[1])
 case = sys.argv[2]
 def mark(s): print("probe:", s, file=sys.stderr, flush=True)
-if case == "throw":
+if case in ("throw", "throw-formatted"):
     try:
-        torch.ops.dfgnn_native.probe_throw()
+        (torch.ops.dfgnn_native.probe_throw_formatted if case == "throw-formatted" else torch.ops.dfgnn_native.probe_throw)()
     except RuntimeError as e:
         mark("raised " + str(e)[:80])
     sys.exit(0)
@@ -38,19 +43,28 @@ p = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h.
 mark("prepared")
 if case == "prepared":
     sys.exit(0)
+if case == "del-graph":
+    del g, op
+    import gc; gc.collect(); mark("graph and op dropped")
 q = torch.randn(3, 2, 4)
 try:
-    torch.ops.dfgnn_native.attention(p, [q, q, q], None, 0)
+    torch.ops.dfgnn_native.attention(p, [q, q] if case == "size" else [q, q, q], None, 0)
 except RuntimeError as e:
     mark("raised " + str(e)[:80])
+mark("done")
 '''
 
 
 def main():
-    out = pathlib.Path(sys.argv[1])
+    import argparse
+    a = argparse.ArgumentParser()
+    a.add_argument("outdir", type=pathlib.Path)
+    a.add_argument("--source", type=pathlib.Path, default=None)
+    args = a.parse_args()
+    out = args.outdir
     out.mkdir(parents=True, exist_ok=True)
     from dfgnn.torch import _native
-    src = _native._SOURCE.read_text()
+    src = (args.source or _native._SOURCE).read_text()
     src = src.replace("  // checked before the autograd Function",
                       '  std::fprintf(stderr, "probe: attention entered, prepared %p\\n", (void*)prepared.get());\n'
                       '  std::fprintf(stderr, "probe: %zu slots, %zu inputs\\n", prepared->slots.size(), inputs.size());\n'
@@ -61,7 +75,10 @@ def main():
     src = src.replace('        "int seed_value) -> Tensor");',
                       '        "int seed_value) -> Tensor");\n  m.def("probe_throw() -> ()", [] {\n'
                       '    std::fprintf(stderr, "probe: about to raise\\n");\n'
-                      '    TORCH_CHECK(false, "probe error");\n  });')
+                      '    TORCH_CHECK(false, "probe error");\n  });\n'
+                      '  m.def("probe_throw_formatted() -> ()", [] {\n'
+                      '    std::fprintf(stderr, "probe: about to raise a formatted message\\n");\n'
+                      '    TORCH_CHECK(false, "probe error ", 3, " formatted by an ostringstream");\n  });')
     src = "#include <cstdio>\n" + src
     probe_src = out / "native_probe.cpp"
     probe_src.write_text(src)
@@ -73,7 +90,7 @@ def main():
     if r.returncode:
         sys.exit(1)
     print("compiler:", subprocess.run([cmd[0], "--version"], capture_output=True, text=True).stdout.splitlines()[0])
-    for case in ("throw", "prepared", "refuse", "refuse-after-cuda"):
+    for case in ("throw", "throw-formatted", "prepared", "refuse", "refuse-after-cuda", "size", "del-graph"):
         r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CASE, str(lib), case], capture_output=True,
                            text=True, timeout=120)
         markers = [line for line in r.stderr.splitlines() if line.startswith("probe:")]

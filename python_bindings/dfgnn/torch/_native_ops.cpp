@@ -31,8 +31,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Raises a RuntimeError with a message built here. TORCH_CHECK gets one std::string: with several
+// arguments it formats them through an std::ostringstream in this library, and on the H200 (torch
+// 2.11, g++ 13) that crashed the process (bench/native_crash_probe.py, case "size").
+[[noreturn]] void raise(const std::string& message) { TORCH_CHECK(false, message); }
+
 [[noreturn]] void fail(dfgnn_status_t s, const char* function) {
-  TORCH_CHECK(false, function, " failed (", dfgnnGetStatusString(s), "): ", dfgnnGetLastErrorMessage());
+  raise(std::string(function) + " failed (" + dfgnnGetStatusString(s) + "): " + dfgnnGetLastErrorMessage());
 }
 
 struct Prepared : torch::CustomClassHolder {
@@ -103,7 +108,7 @@ struct Prepared : torch::CustomClassHolder {
         bytes = needed;
         continue;
       }
-      TORCH_CHECK(false, function, " failed (", dfgnnGetStatusString(s), "): ", message);
+      raise(std::string(function) + " failed (" + dfgnnGetStatusString(s) + "): " + message);
     }
   }
 };
@@ -179,11 +184,12 @@ class Attention : public torch::autograd::Function<Attention> {
 at::Tensor attention(const c10::intrusive_ptr<Prepared>& prepared, at::TensorList inputs,
                      const std::optional<at::Tensor>& seed, int64_t seed_value) {
   // checked before the autograd Function: its forward throws only on a failed launch
-  TORCH_CHECK(inputs.size() == prepared->slots.size(), "dfgnn_native.attention: ", prepared->slots.size(),
-              " input tensors expected, got ", inputs.size());
+  if (inputs.size() != prepared->slots.size())
+    raise("dfgnn_native.attention: " + std::to_string(prepared->slots.size()) + " input tensors expected, got " +
+          std::to_string(inputs.size()));
   for (const at::Tensor& t : inputs)
-    TORCH_CHECK(t.defined() && t.is_cuda() && t.device() == inputs[0].device(),
-                "dfgnn_native.attention runs CUDA tensors only, all on one device");
+    if (!(t.defined() && t.is_cuda() && t.device() == inputs[0].device()))
+      raise("dfgnn_native.attention runs CUDA tensors only, all on one device");
   return Attention::apply(prepared, inputs, seed, seed_value);
 }
 
