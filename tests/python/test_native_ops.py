@@ -122,25 +122,27 @@ def test_bad_mode_is_named(fresh_state):
         _native.ops()
 
 
-@requires_torch
-def test_failed_build_falls_back_with_a_warning(fresh_state, tmp_path):
+@pytest.fixture
+def failing_compiler(fresh_state, tmp_path):
+    """A fresh cache and a compiler that always fails (CXX=false)."""
     if _buildable():
         pytest.skip(f"the native ops cannot be built here: {_buildable()}")
     fresh_state.setenv("DFGNN_NATIVE_CACHE_DIR", str(tmp_path))
-    fresh_state.setenv("DFGNN_TORCH_NATIVE", "auto")
     fresh_state.setenv("CXX", shutil.which("false") or "/bin/false")
+    return fresh_state
+
+
+@requires_torch
+def test_failed_build_falls_back_with_a_warning(failing_compiler):
+    failing_compiler.setenv("DFGNN_TORCH_NATIVE", "auto")
     with pytest.warns(RuntimeWarning, match="runs its Python call path"):
         assert _native.ops() is None
     assert "failed (exit 1" in _native.status()["reason"]
 
 
 @requires_torch
-def test_required_and_failing_is_an_error(fresh_state, tmp_path):
-    if _buildable():
-        pytest.skip(f"the native ops cannot be built here: {_buildable()}")
-    fresh_state.setenv("DFGNN_NATIVE_CACHE_DIR", str(tmp_path))
-    fresh_state.setenv("DFGNN_TORCH_NATIVE", "1")
-    fresh_state.setenv("CXX", shutil.which("false") or "/bin/false")
+def test_required_and_failing_is_an_error(failing_compiler):
+    failing_compiler.setenv("DFGNN_TORCH_NATIVE", "1")
     with pytest.raises(RuntimeError, match="required .DFGNN_TORCH_NATIVE=1. but unavailable"):
         _native.ops()
 
