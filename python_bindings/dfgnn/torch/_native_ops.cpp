@@ -21,6 +21,7 @@
 #include <dfgnn/dfgnn.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -47,7 +48,8 @@ struct Prepared : torch::CustomClassHolder {
   std::optional<std::string> schedule;
   std::vector<int> slots;  // the dfgnn_inputs_t field of each input tensor, in the order they come
   int64_t nodes = 0;
-  std::array<size_t, 2> workspace_bytes{};  // per direction, from the size query; grows on a retry
+  // per direction, from the size query; grows on a retry (atomic: threads may share a Prepared)
+  std::array<std::atomic<size_t>, 2> workspace_bytes{};
 
   // context, graph: the C API handles (as ints); op: the address of a dfgnn_op_t, copied here.
   Prepared(int64_t context_handle, int64_t graph_handle, int64_t op_address, std::optional<std::string> schedule_text)
@@ -67,8 +69,9 @@ struct Prepared : torch::CustomClassHolder {
     for (int slot = 0; slot < DFGNN_NUM_INPUTS; ++slot)
       if (mask & (1u << slot)) slots.push_back(slot);
     for (dfgnn_direction_t d : {DFGNN_FORWARD, DFGNN_BACKWARD}) {
-      s = dfgnnGetWorkspaceSize(context, graph, &op, d, schedule ? schedule->c_str() : nullptr,
-                                &workspace_bytes[d == DFGNN_FORWARD ? 0 : 1]);
+      size_t bytes = 0;
+      s = dfgnnGetWorkspaceSize(context, graph, &op, d, schedule ? schedule->c_str() : nullptr, &bytes);
+      workspace_bytes[d == DFGNN_FORWARD ? 0 : 1] = bytes;
       if (s != DFGNN_STATUS_SUCCESS) {
         dfgnnGraphDestroy(graph);
         fail(s, "dfgnnGetWorkspaceSize");
@@ -85,7 +88,7 @@ struct Prepared : torch::CustomClassHolder {
   template <typename Call>
   void run(dfgnn_direction_t direction, const at::Tensor& like, const std::optional<at::Tensor>& seed,
            int64_t seed_value, const char* function, Call&& call) {
-    size_t& bytes = workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1];
+    std::atomic<size_t>& known = workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1];
     dfgnn_op_t o = op;
     if (o.dropout > 0) o.dropout_seed = static_cast<uint64_t>(seed_value);
     dfgnn_launch_t launch{};
@@ -94,6 +97,7 @@ struct Prepared : torch::CustomClassHolder {
     launch.dropout_seed_device =
         seed && seed->defined() ? reinterpret_cast<const uint64_t*>(seed->data_ptr<int64_t>()) : nullptr;
     for (int attempt = 0; attempt < 2; ++attempt) {
+      const size_t bytes = known.load();
       at::Tensor workspace;
       if (bytes > 0) workspace = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
       launch.workspace = bytes > 0 ? workspace.data_ptr() : nullptr;
@@ -105,7 +109,7 @@ struct Prepared : torch::CustomClassHolder {
       if (attempt == 0 && s == DFGNN_STATUS_INVALID_ARGUMENT &&
           dfgnnGetWorkspaceSize(context, graph, &op, direction, launch.schedule, &needed) == DFGNN_STATUS_SUCCESS &&
           needed > bytes) {
-        bytes = needed;
+        known.store(needed);
         continue;
       }
       raise(std::string(function) + " failed (" + dfgnnGetStatusString(s) + "): " + message);
