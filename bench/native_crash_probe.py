@@ -9,6 +9,8 @@ markers:
 - ``throw``: an op with no arguments that raises (is raising from this library enough?);
 - ``throw-formatted``: the same with a message of several arguments (TORCH_CHECK formats them
   through an std::ostringstream compiled into this library);
+- ``throw-string``: the same with one std::string message (what c10::str hands libc10 after
+  formatting, without the formatting);
 - ``prepared``: constructing the Prepared of a small host-built graph;
 - ``refuse``: the refusal of CPU tensors (the crash);
 - ``refuse-after-cuda``: the same after CUDA was initialised;
@@ -28,9 +30,11 @@ from dfgnn import _dfgnn
 torch.ops.load_library(sys.argv[1])
 case = sys.argv[2]
 def mark(s): print("probe:", s, file=sys.stderr, flush=True)
-if case in ("throw", "throw-formatted"):
+libstdcxx = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libstdc++" in line})
+mark("libstdc++ loaded: " + ", ".join(libstdcxx))
+if case in ("throw", "throw-formatted", "throw-string"):
     try:
-        (torch.ops.dfgnn_native.probe_throw_formatted if case == "throw-formatted" else torch.ops.dfgnn_native.probe_throw)()
+        getattr(torch.ops.dfgnn_native, "probe_" + case.replace("-", "_"))()
     except RuntimeError as e:
         mark("raised " + str(e)[:80])
     sys.exit(0)
@@ -65,20 +69,26 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     from dfgnn.torch import _native
     src = (args.source or _native._SOURCE).read_text()
-    src = src.replace("  // checked before the autograd Function",
-                      '  std::fprintf(stderr, "probe: attention entered, prepared %p\\n", (void*)prepared.get());\n'
-                      '  std::fprintf(stderr, "probe: %zu slots, %zu inputs\\n", prepared->slots.size(), inputs.size());\n'
-                      "  // checked before the autograd Function")
-    src = src.replace("  return Attention::apply(prepared, inputs, seed, seed_value);",
-                      '  std::fprintf(stderr, "probe: checks passed\\n");\n'
-                      "  return Attention::apply(prepared, inputs, seed, seed_value);")
-    src = src.replace('        "int seed_value) -> Tensor");',
-                      '        "int seed_value) -> Tensor");\n  m.def("probe_throw() -> ()", [] {\n'
-                      '    std::fprintf(stderr, "probe: about to raise\\n");\n'
-                      '    TORCH_CHECK(false, "probe error");\n  });\n'
-                      '  m.def("probe_throw_formatted() -> ()", [] {\n'
-                      '    std::fprintf(stderr, "probe: about to raise a formatted message\\n");\n'
-                      '    TORCH_CHECK(false, "probe error ", 3, " formatted by an ostringstream");\n  });')
+    def patch(anchor, replacement):
+        assert anchor in src, f"the probe's anchor is gone from the source: {anchor!r}"
+        return src.replace(anchor, replacement)
+    src = patch("  // checked before the autograd Function",
+                '  std::fprintf(stderr, "probe: attention entered, prepared %p\\n", (void*)prepared.get());\n'
+                '  std::fprintf(stderr, "probe: %zu slots, %zu inputs\\n", prepared->slots.size(), inputs.size());\n'
+                "  // checked before the autograd Function")
+    src = patch("  return Attention::apply(prepared, inputs, seed, seed_value);",
+                '  std::fprintf(stderr, "probe: checks passed\\n");\n'
+                "  return Attention::apply(prepared, inputs, seed, seed_value);")
+    src = patch('        "int seed_value) -> Tensor");',
+                '        "int seed_value) -> Tensor");\n  m.def("probe_throw() -> ()", [] {\n'
+                '    std::fprintf(stderr, "probe: about to raise\\n");\n'
+                '    TORCH_CHECK(false, "probe error");\n  });\n'
+                '  m.def("probe_throw_formatted() -> ()", [] {\n'
+                '    std::fprintf(stderr, "probe: about to raise a formatted message\\n");\n'
+                '    TORCH_CHECK(false, "probe error ", 3, " formatted by an ostringstream");\n  });\n'
+                '  m.def("probe_throw_string() -> ()", [] {\n'
+                '    std::fprintf(stderr, "probe: about to raise an std::string message\\n");\n'
+                '    TORCH_CHECK(false, std::string("probe error ") + "as one std::string");\n  });')
     src = "#include <cstdio>\n" + src
     probe_src = out / "native_probe.cpp"
     probe_src.write_text(src)
@@ -90,7 +100,7 @@ def main():
     if r.returncode:
         sys.exit(1)
     print("compiler:", subprocess.run([cmd[0], "--version"], capture_output=True, text=True).stdout.splitlines()[0])
-    for case in ("throw", "throw-formatted", "prepared", "refuse", "refuse-after-cuda", "size", "del-graph"):
+    for case in ("throw", "throw-formatted", "throw-string", "prepared", "refuse", "refuse-after-cuda", "size", "del-graph"):
         r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", CASE, str(lib), case], capture_output=True,
                            text=True, timeout=120)
         markers = [line for line in r.stderr.splitlines() if line.startswith("probe:")]

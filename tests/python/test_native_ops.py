@@ -74,7 +74,7 @@ torch.ops.load_library({lib!r})
 g = dfgnn.Graph(np.array([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
 op = dfgnn.op("transformer", "float32", 2, 4)
 p = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address, op._address, None)
-del g, op  # the Prepared holds its own graph reference (a use after free would fail or crash below)
+del g, op  # the Prepared copied the op and holds its own graph reference
 import gc; gc.collect()
 q = torch.randn(3, 2, 4)
 for args, want in (([q, q, q], "CUDA tensors only"), ([q, q], "3 input tensors expected, got 2")):
@@ -91,8 +91,9 @@ print("refused")
 @requires_torch
 def test_cpu_tensors_are_refused_by_name(native_lib):
     """In a subprocess: on the H200 (torch 2.11) this error crashed the process (the reason the
-    native ops are opt-in); here a crash fails the test instead of the session. The graph is
-    dropped before the calls: its Prepared keeps a reference."""
+    native ops are opt-in); here a crash fails the test instead of the session. (The graph's
+    reference count is tested in C++, Reliability.RetainedGraphLivesUntilTheLastRelease, and on a GPU
+    by test_backward_after_the_graph_was_dropped.)"""
     import subprocess
     import sys
     r = subprocess.run([sys.executable, "-c", _REFUSAL.format(lib=str(native_lib))], capture_output=True, text=True,
@@ -210,15 +211,10 @@ def test_native_matches_the_python_path_bitwise(model, edge_features, dropout, m
     seeds = [12345, torch.tensor([987654321], device=device)] if dropout else [0]
     calls = []
     real_ops = _opted_in(monkeypatch)
-
-    class Counting:
-        def __getattr__(self, name):
-            calls.append(name)
-            return getattr(real_ops, name)
     for seed in seeds:
         monkeypatch.setattr(_native, "ops", lambda: None)
         python = [_run(model, g, t, edge, dropout, seed, go) for _ in range(2)]  # first call, then warm
-        monkeypatch.setattr(_native, "ops", lambda: Counting())
+        monkeypatch.setattr(_native, "ops", lambda: _Counting(real_ops, calls))
         calls.clear()
         native = _run(model, g, t, edge, dropout, seed, go)
         assert calls == ["attention"], "the warm call did not take the native path"
@@ -233,12 +229,7 @@ def test_first_calls_take_the_python_path(monkeypatch):
     q, k, v = (torch.randn(5, 1, 8, device=device, requires_grad=True) for _ in range(3))
     calls = []
     real_ops = _opted_in(monkeypatch)
-
-    class Counting:
-        def __getattr__(self, name):
-            calls.append(name)
-            return getattr(real_ops, name)
-    monkeypatch.setattr(_native, "ops", lambda: Counting())
+    monkeypatch.setattr(_native, "ops", lambda: _Counting(real_ops, calls))
     out1 = dt.transformer(g, q, k, v)          # the kind's first call: Python (validates, prepares)
     out2 = dt.transformer(g, q, k, v)          # needs a gradient, no backward prepared yet: Python
     assert calls == []
@@ -248,24 +239,67 @@ def test_first_calls_take_the_python_path(monkeypatch):
     torch.testing.assert_close(out3, out2, rtol=0, atol=0)
 
 
+class _Counting:
+    """torch.ops.dfgnn_native seen through a recorder of the op calls that returned (a failed native
+    call falls back to the Python path, which must not count as the native path taken)."""
+    def __init__(self, ops, calls):
+        self._ops, self._calls = ops, calls
+
+    def __getattr__(self, name):
+        op = getattr(self._ops, name)
+
+        def call(*args):
+            out = op(*args)
+            self._calls.append(name)
+            return out
+        return call
+
+
 @requires_torch_cuda
 def test_backward_after_the_graph_was_dropped(monkeypatch):
-    _opted_in(monkeypatch)
+    import weakref
+    real_ops = _opted_in(monkeypatch)
     device = torch.device("cuda")
     n = 64
     ei = torch.randint(0, n, (2, 400), generator=torch.Generator().manual_seed(3))
     q, k, v = (torch.randn(n, 2, 8, device=device, requires_grad=True) for _ in range(3))
     go = torch.randn(n, 2, 8, device=device)
     g = dfgnn.Graph(ei.numpy(), num_nodes=n)
-    dt.transformer(g, q, k, v).backward(go)      # Python path: prepares both directions
-    q.grad = k.grad = v.grad = None
-    reference = dt.transformer(g, q, k, v)
-    reference.backward(go)
+    monkeypatch.setattr(_native, "ops", lambda: None)
+    for _ in range(2):                           # Python path: prepares both directions, then the reference
+        q.grad = k.grad = v.grad = None
+        dt.transformer(g, q, k, v).backward(go)
     expected = [t.grad.clone() for t in (q, k, v)]
     q.grad = k.grad = v.grad = None
-    out = dt.transformer(g, q, k, v)             # native
+    calls = []
+    monkeypatch.setattr(_native, "ops", lambda: _Counting(real_ops, calls))
+    out = dt.transformer(g, q, k, v)
+    assert calls == ["attention"], "the call did not take the native path"
+    alive = weakref.ref(g)
     del g
     gc.collect()
+    assert alive() is None, "the dfgnn.Graph is still referenced: the test would not show the native reference"
     out.backward(go)                             # its Prepared keeps the C graph alive
     for t, want in zip((q, k, v), expected):
         torch.testing.assert_close(t.grad, want, rtol=0, atol=0)
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("native", [False, True])
+def test_double_backward_is_refused(native, monkeypatch):
+    """Both paths' backward is once differentiable: a second backward through their gradients raises
+    (it would otherwise miss its terms silently)."""
+    real_ops = _opted_in(monkeypatch)
+    device = torch.device("cuda")
+    g = dfgnn.Graph(np.array([[0, 1, 2, 3, 4, 1], [1, 2, 3, 4, 0, 3]]), num_nodes=5)
+    q, k, v = (torch.randn(5, 1, 8, device=device, requires_grad=True) for _ in range(3))
+    monkeypatch.setattr(_native, "ops", lambda: None)
+    dt.transformer(g, q, k, v).sum().backward()  # prepares the kind on the Python path
+    calls = []
+    monkeypatch.setattr(_native, "ops", (lambda: _Counting(real_ops, calls)) if native else (lambda: None))
+    out = dt.transformer(g, q, k, v)
+    assert calls == (["attention"] if native else [])
+    (gq,) = torch.autograd.grad(out, q, torch.randn_like(out), create_graph=True)
+    assert gq.requires_grad
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        gq.sum().backward()

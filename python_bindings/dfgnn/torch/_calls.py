@@ -177,7 +177,12 @@ def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor
     if native is None:
         native = prep.native = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address,
                                                                    prep.op._address, schedule)
-    return ops.attention(native, tensors, seed_tensor, seed if dropout and seed_tensor is None else 0)
+    try:
+        return ops.attention(native, tensors, seed_tensor, seed if dropout and seed_tensor is None else 0)
+    except RuntimeError:
+        # a failed call (out of memory, a compile error after dispatch changed the schedule, ...) runs
+        # again through the Python path, which raises the C API's failure as its dfgnn error class
+        return None
 
 
 def _run_forward(g, model, inputs, params, schedule, seed=0):

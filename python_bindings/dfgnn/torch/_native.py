@@ -10,10 +10,11 @@ Python autograd Functions, with one warning saying why.
 
 ``DFGNN_TORCH_NATIVE``: ``0`` (the default: the Python path), ``auto`` (build or load on first use,
 fall back with a warning), ``1`` (required: a failure is an error). Off by default while two things
-found on the H200 (torch 2.11) stand: an error raised by the op (a CPU tensor passed to it) crashed
-the process, and in the user's call (through dfgnn.torch's Python front end) the measured host-time
-gain over the Python autograd Functions was within the host's run-to-run noise
-(bench/results/2026-12-01c-h200.md). The built library is kept
+found on the H200 (torch 2.11) stand: an error message the op raised crashed the process (the one
+formatted from several arguments; the messages are now built first, not yet verified there), and
+in the user's call (through dfgnn.torch's Python front end) the measured host-time gain over the
+Python autograd Functions was within the host's run-to-run noise (bench/results/2026-12-01c-h200.md).
+The built library is kept
 in ``DFGNN_NATIVE_CACHE_DIR``, else ``DFGNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/dfgnn`` or
 ``~/.cache/dfgnn``.
 """
@@ -104,8 +105,7 @@ def _build_inputs():
 
 def _standard(torch_dir):
     """The C++ standard torch itself was built with: C++20 where its headers require it (newer
-    torch), else C++17. Building in another standard than libtorch's breaks the ABI of inline
-    classes across the boundary (suspected cause of a crash on torch 2.11 when an error was thrown from a C++20 build)."""
+    torch), else C++17, the standard of libtorch's own inline code."""
     aten = torch_dir / "include" / "ATen" / "ATen.h"
     text = aten.read_text(errors="replace") if aten.is_file() else ""
     return "c++20" if "C++20 or later" in text else "c++17"
@@ -137,14 +137,22 @@ def build():
         fd, temp = tempfile.mkstemp(dir=directory, suffix=".so")
         os.close(fd)
         log = directory / "build.log"
-        with open(log, "w") as out:
-            rc = subprocess.run(cmd[:-1] + ["-o", temp] + cmd[-1:], stdout=out, stderr=subprocess.STDOUT).returncode
-        if rc != 0:
+        try:
+            with open(log, "w") as out:
+                rc = subprocess.run(cmd[:-1] + ["-o", temp] + cmd[-1:], stdout=out, stderr=subprocess.STDOUT).returncode
+            if rc != 0:
+                tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+                raise RuntimeError(f"building {_SOURCE.name} failed (exit {rc}; log {log}): " + " | ".join(tail))
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temp, 0o755 & ~umask)  # mkstemp made it 0600: others sharing the cache load it too
+            os.replace(temp, target)  # atomic: a reader sees no library or a whole one
+        except BaseException as e:  # a failed or interrupted build leaves no temporary file behind
             with contextlib.suppress(OSError):
                 os.unlink(temp)
-            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-            raise RuntimeError(f"building {_SOURCE.name} failed (exit {rc}; log {log}): " + " | ".join(tail))
-        os.replace(temp, target)  # atomic: a reader sees no library or a whole one
+            if isinstance(e, OSError):  # the compiler missing, the cache unwritable
+                raise RuntimeError(f"building {_SOURCE.name} failed: {e}") from e
+            raise
     return target
 
 

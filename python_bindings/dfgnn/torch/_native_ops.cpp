@@ -2,8 +2,9 @@
 // in C++ (torch::autograd::Function), over the C API. It replaces, for CUDA calls of a kind already
 // validated by the Python path (dfgnn/torch/_calls.py makes and checks the first call of every
 // graph, op configuration, schedule and argument kind), the Python autograd Function and its
-// backward: measured on the H200 (bench/torch_library_compare.py) a Python autograd Function costs
-// about 40% more host time per forward and 70% more per forward+backward than the same call here.
+// backward. Called directly, such an op cost 0.53-0.77x the Python Function's host time on the H200;
+// behind dfgnn.torch's Python front end the gain was within that host's noise, so the path is
+// opt-in (bench/results/2026-12-01c-h200.md).
 //
 // Built at run time against the installed torch by dfgnn/torch/_native.py (a torch extension's
 // binary is tied to one torch version, so the wheel ships this source, not a binary).
@@ -15,6 +16,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
@@ -22,6 +24,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -32,10 +35,11 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Raises a RuntimeError with a message built here. TORCH_CHECK gets one std::string: with several
-// arguments it formats them through an std::ostringstream in this library, and on the H200 (torch
-// 2.11, g++ 13) that crashed the process (bench/native_crash_probe.py, case "size").
-[[noreturn]] void raise(const std::string& message) { TORCH_CHECK(false, message); }
+// Raises a RuntimeError with a message built here, handed to TORCH_CHECK as one C string. On the H200
+// (torch 2.11, g++ 13) a TORCH_CHECK with several arguments, which formats them through an
+// std::ostringstream compiled into this library, crashed the process, while a literal message was
+// raised cleanly (bench/native_crash_probe.py); a C string takes the literal's route into libc10.
+[[noreturn]] void raise(const std::string& message) { TORCH_CHECK(false, message.c_str()); }
 
 [[noreturn]] void fail(dfgnn_status_t s, const char* function) {
   raise(std::string(function) + " failed (" + dfgnnGetStatusString(s) + "): " + dfgnnGetLastErrorMessage());
@@ -48,8 +52,11 @@ struct Prepared : torch::CustomClassHolder {
   std::optional<std::string> schedule;
   std::vector<int> slots;  // the dfgnn_inputs_t field of each input tensor, in the order they come
   int64_t nodes = 0;
-  // per direction, from the size query; grows on a retry (atomic: threads may share a Prepared)
-  std::array<std::atomic<size_t>, 2> workspace_bytes{};
+  int64_t edges = 0;
+  // per direction, from the size query at the direction's first run (kUnknown before), grown on a
+  // retry; atomic: threads may share a Prepared
+  static constexpr size_t kUnknown = SIZE_MAX;
+  std::array<std::atomic<size_t>, 2> workspace_bytes{kUnknown, kUnknown};
 
   // context, graph: the C API handles (as ints); op: the address of a dfgnn_op_t, copied here.
   Prepared(int64_t context_handle, int64_t graph_handle, int64_t op_address, std::optional<std::string> schedule_text)
@@ -61,22 +68,13 @@ struct Prepared : torch::CustomClassHolder {
     if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGraphRetain");
     uint32_t mask = 0;
     s = dfgnnModelInputs(op.model, op.edge_features, &mask, nullptr);
-    if (s == DFGNN_STATUS_SUCCESS) s = dfgnnGraphGetSize(graph, &nodes, nullptr);
+    if (s == DFGNN_STATUS_SUCCESS) s = dfgnnGraphGetSize(graph, &nodes, &edges);
     if (s != DFGNN_STATUS_SUCCESS) {
       dfgnnGraphDestroy(graph);
       fail(s, "dfgnn_native.Prepared");
     }
     for (int slot = 0; slot < DFGNN_NUM_INPUTS; ++slot)
       if (mask & (1u << slot)) slots.push_back(slot);
-    for (dfgnn_direction_t d : {DFGNN_FORWARD, DFGNN_BACKWARD}) {
-      size_t bytes = 0;
-      s = dfgnnGetWorkspaceSize(context, graph, &op, d, schedule ? schedule->c_str() : nullptr, &bytes);
-      workspace_bytes[d == DFGNN_FORWARD ? 0 : 1] = bytes;
-      if (s != DFGNN_STATUS_SUCCESS) {
-        dfgnnGraphDestroy(graph);
-        fail(s, "dfgnnGetWorkspaceSize");
-      }
-    }
   }
   ~Prepared() override { dfgnnGraphDestroy(graph); }
   Prepared(const Prepared&) = delete;
@@ -89,6 +87,13 @@ struct Prepared : torch::CustomClassHolder {
   void run(dfgnn_direction_t direction, const at::Tensor& like, const std::optional<at::Tensor>& seed,
            int64_t seed_value, const char* function, Call&& call) {
     std::atomic<size_t>& known = workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1];
+    if (known.load() == kUnknown) {
+      size_t bytes = 0;
+      const dfgnn_status_t s =
+          dfgnnGetWorkspaceSize(context, graph, &op, direction, schedule ? schedule->c_str() : nullptr, &bytes);
+      if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGetWorkspaceSize");
+      known.store(bytes);
+    }
     dfgnn_op_t o = op;
     if (o.dropout > 0) o.dropout_seed = static_cast<uint64_t>(seed_value);
     dfgnn_launch_t launch{};
@@ -118,6 +123,19 @@ struct Prepared : torch::CustomClassHolder {
 };
 
 // Pointers of the tensors in their dfgnn_inputs_t / dfgnn_grads_t fields.
+// dfgnn_inputs_t fields: 0-4 feature arrays [N,H,D] (h, h_dst, q, k, v), 5-6 attention vectors [H,D],
+// 7 beta [1], 8 edge ([E,H] float32 logits for GAT, else [E,H,D] features).
+constexpr int kLastFeatureSlot = 4, kBetaSlot = 7, kEdgeSlot = 8;
+
+at::ScalarType feature_type(dfgnn_dtype_t dtype) {
+  switch (dtype) {
+    case DFGNN_DTYPE_FLOAT32: return at::kFloat;
+    case DFGNN_DTYPE_FLOAT16: return at::kHalf;
+    case DFGNN_DTYPE_BFLOAT16: return at::kBFloat16;
+    default: return at::kDouble;  // float64: the reference ops only, never a CUDA call here
+  }
+}
+
 template <typename Fields, typename Pointer>
 Fields fields_of(const Prepared& p, const std::vector<at::Tensor>& tensors) {
   std::array<Pointer, DFGNN_NUM_INPUTS> field{};
@@ -173,12 +191,26 @@ class Attention : public torch::autograd::Function<Attention> {
       return dfgnnBackward(p->context, p->graph, &op, &in, out.data_ptr(), lse.data_ptr<float>(),
                            grad_out.data_ptr(), &gr, &l);
     });
+    variable_list wanted(n);
+    for (size_t i = 0; i < n; ++i)
+      if (ctx->needs_input_grad(i)) wanted[i] = grads[i];
+    if (at::GradMode::is_enabled() && grad_outputs[0].requires_grad()) {
+      // create_graph: the gradients come from kernels, not from differentiable ops. As the Python
+      // path's once_differentiable does, they get an error node, so a second backward through them
+      // raises instead of silently missing its terms.
+      for (at::Tensor& g : wanted)
+        if (g.defined()) g = g.detach().requires_grad_(true);
+      wanted = torch::autograd::DelayedError(
+                   "trying to differentiate twice dfgnn's attention op (its backward is once differentiable)",
+                   static_cast<int64_t>(n))
+                   .apply(std::move(wanted));
+    }
     // One entry per forward argument, the list's tensors flattened: prepared, the inputs, seed,
     // seed_value (needs_input_grad counts the tensors only: the inputs are 0 .. n-1).
     variable_list result;
     result.reserve(n + 3);
     result.emplace_back();
-    for (size_t i = 0; i < n; ++i) result.push_back(ctx->needs_input_grad(i) ? grads[i] : at::Tensor());
+    for (size_t i = 0; i < n; ++i) result.push_back(wanted[i]);
     result.emplace_back();
     result.emplace_back();
     return result;
@@ -194,6 +226,23 @@ at::Tensor attention(const c10::intrusive_ptr<Prepared>& prepared, at::TensorLis
   for (const at::Tensor& t : inputs)
     if (!(t.defined() && t.is_cuda() && t.device() == inputs[0].device()))
       raise("dfgnn_native.attention runs CUDA tensors only, all on one device");
+  const Prepared& p = *prepared;
+  const int64_t hd = static_cast<int64_t>(p.op.heads) * p.op.dim;
+  const at::ScalarType feature = feature_type(p.op.dtype);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int slot = p.slots[i];
+    const bool is_feature = slot <= kLastFeatureSlot || (slot == kEdgeSlot && p.op.model != DFGNN_MODEL_GAT);
+    const int64_t numel = slot <= kLastFeatureSlot ? p.nodes * hd
+                          : slot == kEdgeSlot      ? p.edges * (p.op.model == DFGNN_MODEL_GAT ? p.op.heads : hd)
+                          : slot == kBetaSlot      ? 1
+                                                   : hd;
+    if (inputs[i].scalar_type() != (is_feature ? feature : at::kFloat) || inputs[i].numel() != numel)
+      raise("dfgnn_native.attention: input " + std::to_string(i) + " is not the prepared kind (dtype or size)");
+  }
+  if (seed && seed->defined() &&
+      !(seed->is_cuda() && seed->device() == inputs[0].device() && seed->scalar_type() == at::kLong &&
+        seed->numel() == 1 && seed->is_contiguous()))
+    raise("dfgnn_native.attention: the seed tensor must be one int64 on the inputs' CUDA device");
   return Attention::apply(prepared, inputs, seed, seed_value);
 }
 
