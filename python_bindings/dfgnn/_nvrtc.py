@@ -17,15 +17,19 @@ _VARIABLE = "DFGNN_NVRTC_WHEEL_DIRS"
 _WHEEL_DIRS = ("cu13/lib", "cuda_nvrtc/lib")
 
 
-def wheel_dirs():
-    """The directories of installed nvidia-cuda-nvrtc wheels, in ``sys.path`` order."""
+def nvidia_roots():
+    """The directories of the ``nvidia`` namespace package (torch's CUDA wheels), in ``sys.path`` order."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
         return []
-    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    return list(spec.submodule_search_locations or []) if spec is not None else []
+
+
+def wheel_dirs():
+    """The directories of installed nvidia-cuda-nvrtc wheels, in ``sys.path`` order."""
     found = []
-    for root in roots:
+    for root in nvidia_roots():
         for sub in _WHEEL_DIRS:
             d = os.path.join(root, sub)
             if os.path.isdir(d) and any(n.startswith("libnvrtc.so") for n in os.listdir(d)):

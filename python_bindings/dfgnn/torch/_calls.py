@@ -162,6 +162,9 @@ def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor
     or they could not be built). tensors: the model's inputs in spec order, then edge if given;
     values: the op options (spec order), as the Functions get them; seed: the int seed (with
     dropout); seed_tensor: the CUDA seed tensor or None."""
+    ops = _native.ops()  # first: with the native ops off (the default) a call pays nothing more here
+    if ops is None:
+        return None
     cache = _launches.get(g)
     if cache is None or g._h is None:
         return None
@@ -169,9 +172,6 @@ def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor
     if prep is None:
         return None
     if prep.backward is None and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return None
-    ops = _native.ops()
-    if ops is None:
         return None
     native = prep.native
     if native is None:

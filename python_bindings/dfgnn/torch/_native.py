@@ -32,6 +32,8 @@ import warnings
 
 import torch
 
+from .. import _nvrtc
+
 _SOURCE = pathlib.Path(__file__).with_name("_native_ops.cpp")
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # site-packages/dfgnn: libdfgnn.so.1, include/
 
@@ -66,10 +68,8 @@ def _cuda_include_dirs():
         if os.environ.get(var):
             candidates.append(pathlib.Path(os.environ[var]) / "include")
     candidates.append(pathlib.Path("/usr/local/cuda/include"))
-    for entry in sys.path:
-        nvidia = pathlib.Path(entry) / "nvidia"
-        if nvidia.is_dir():
-            candidates += sorted(nvidia.glob("*/include"))
+    for root in _nvrtc.nvidia_roots():
+        candidates += sorted(pathlib.Path(root).glob("*/include"))
     return [d for d in candidates if (d / "cuda_runtime_api.h").is_file()][:1]
 
 
