@@ -21,7 +21,8 @@
 #                  attention_memory edge_bench inference_bench op_overhead e2e wheel ddp); T_E2E (240) limits
 #                  e2e, T_WHEEL (150) the wheel step (pip wheel here, a fresh venv beside torch, wheel-check.py
 #                  --gpu with the toolkit visible and again with it hidden, so NVRTC comes from torch's wheel);
-#                  not by default: ddp1gpu (bench/ddp-one-gpu.sh, 2 ranks on one GPU; T_DDP1GPU, 150) and torch_library
+#                  not by default: ddp1gpu (bench/ddp-one-gpu.sh, 2 ranks on one GPU; T_DDP1GPU, 150), native_probe
+#                  (bench/native_crash_probe.py on the tree's native ops source; T_PROBE, 120) and torch_library
 #                  (bench/torch_library_compare.py; T_TORCHLIB, 150)
 # The package is installed with pip --target into build-gpu-python/site (no venv, the system site stays
 # untouched) and found through PYTHONPATH; its CMake build directory build-gpu-python/build persists, so
@@ -116,6 +117,11 @@ fi
 
 steps=" ${STEPS:-pytest train_cora train_bench attention_memory edge_bench inference_bench op_overhead e2e wheel ddp} "
 want() { [[ "$steps" == *" $1 "* ]]; }
+
+# ---------------------------------------------------------------- the native ops' error probe
+want native_probe && run native_probe "${T_PROBE:-120}" "$out/native_probe.log" \
+  "$py" bench/native_crash_probe.py "$out/native_probe" --source python_bindings/dfgnn/torch/_native_ops.cpp
+tail -40 "$out/native_probe.log"
 
 # ---------------------------------------------------------------- tests
 want pytest && run pytest "${T_PYTEST:-150}" "$out/pytest.log" \
