@@ -52,7 +52,8 @@ if case == "del-graph":
     import gc; gc.collect(); mark("graph and op dropped")
 q = torch.randn(3, 2, 4)
 try:
-    torch.ops.dfgnn_native.attention(p, [q, q] if case == "size" else [q, q, q], None, 0)
+    args = [q, q] if case == "size" else [q, q, q]
+    torch.ops.dfgnn_native.attention(p.address(), *args, *[None] * (4 - len(args)), None, 0)
 except RuntimeError as e:
     mark("raised " + str(e)[:80])
 mark("done")
@@ -76,11 +77,11 @@ def main():
                 '  std::fprintf(stderr, "probe: attention entered, prepared %p\\n", (void*)prepared.get());\n'
                 '  std::fprintf(stderr, "probe: %zu slots, %zu inputs\\n", prepared->slots.size(), inputs.size());\n'
                 "  // checked before the autograd Function")
-    src = patch("  return Attention::apply(prepared, inputs, seed, seed_value);",
+    src = patch("  return Attention::apply(prepared, at::TensorList(inputs), seed, seed_value);",
                 '  std::fprintf(stderr, "probe: checks passed\\n");\n'
-                "  return Attention::apply(prepared, inputs, seed, seed_value);")
-    src = patch('        "int seed_value) -> Tensor");',
-                '        "int seed_value) -> Tensor");\n  m.def("probe_throw() -> ()", [] {\n'
+                "  return Attention::apply(prepared, at::TensorList(inputs), seed, seed_value);")
+    src = patch('int seed_value) -> Tensor");',
+                'int seed_value) -> Tensor");\n  m.def("probe_throw() -> ()", [] {\n'
                 '    std::fprintf(stderr, "probe: about to raise\\n");\n'
                 '    TORCH_CHECK(false, "probe error");\n  });\n'
                 '  m.def("probe_throw_formatted() -> ()", [] {\n'

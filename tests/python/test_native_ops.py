@@ -64,7 +64,7 @@ def test_builds_once_and_registers(native_lib):
     assert native_lib.stat().st_mtime_ns == mtime
     assert callable(torch.ops.dfgnn_native.attention)
     schema = str(torch.ops.dfgnn_native.attention.default._schema)
-    assert "Tensor[] inputs" in schema and "Prepared prepared" in schema
+    assert "int prepared, Tensor a, Tensor? b, Tensor? c, Tensor? d, Tensor? seed, int seed_value" in schema
 
 
 _REFUSAL = """
@@ -73,13 +73,22 @@ from dfgnn import _dfgnn
 torch.ops.load_library({lib!r})
 g = dfgnn.Graph(np.array([[0, 1, 2, 2], [1, 2, 0, 1]]), num_nodes=3)
 op = dfgnn.op("transformer", "float32", 2, 4)
-p = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address, op._address, None)
+def prepared():
+    return torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address, op._address, None)
+p = prepared()
+gone = prepared()
+gone_address = gone.address()
+del gone
 del g, op  # the Prepared copied the op and holds its own graph reference
 import gc; gc.collect()
 q = torch.randn(3, 2, 4)
-for args, want in (([q, q, q], "CUDA tensors only"), ([q, q], "3 input tensors expected, got 2")):
+for address, args, want in ((p.address(), [q, q, q], "CUDA tensors only"),
+                            (p.address(), [q, q], "3 input tensors expected, got 2"),
+                            (p.address(), [q, None, q], "an input tensor follows a None"),
+                            (12345, [q, q, q], "12345 is not the address of a live Prepared"),
+                            (gone_address, [q, q, q], "is not the address of a live Prepared")):
     try:
-        torch.ops.dfgnn_native.attention(p, args, None, 0)
+        torch.ops.dfgnn_native.attention(address, *args, *[None] * (4 - len(args)), None, 0)
     except RuntimeError as e:
         assert want in str(e), str(e)
     else:
@@ -134,11 +143,42 @@ def failing_compiler(fresh_state, tmp_path):
 
 
 @requires_torch
-def test_failed_build_falls_back_with_a_warning(failing_compiler):
+def test_failed_build_falls_back_with_a_warning(failing_compiler, tmp_path):
+    """Mode auto builds in the background: calls take the Python path meanwhile, and the call after
+    the build failed warns once and stays on it."""
+    slow = tmp_path / "slow-failing-cxx"
+    slow.write_text("#!/bin/sh\nsleep 1\nexit 1\n")
+    slow.chmod(0o755)
+    failing_compiler.setenv("CXX", str(slow))
     failing_compiler.setenv("DFGNN_TORCH_NATIVE", "auto")
+    failing_compiler.setattr(_native, "_background", None)
+    assert _native.ops() is None
+    assert _native.status()["reason"].startswith("building in the background")
     with pytest.warns(RuntimeWarning, match="runs its Python call path"):
-        assert _native.ops() is None
-    assert "failed (exit 1" in _native.status()["reason"]
+        s = _native.status(wait=True)
+    assert "failed (exit 1" in s["reason"] and not s["available"]
+    assert _native._background is None and _native.ops() is None  # decided: no second build
+    assert not list(tmp_path.glob("native-ops-*/*.so")), "a failed build left a temporary library"
+
+
+@requires_torch
+def test_auto_loads_a_built_library_at_once(native_lib, fresh_state):
+    """Mode auto with the library built (the cache this module's fixture filled): loaded by the first call."""
+    fresh_state.setenv("DFGNN_TORCH_NATIVE", "auto")
+    fresh_state.setattr(_native, "_background", None)
+    assert _native.ops() is not None
+    s = _native.status()
+    assert s["available"] and s["library"] == str(native_lib)
+
+
+@requires_torch
+def test_messages_reach_torch_check_as_one_string():
+    """On the H200 a TORCH_CHECK with several message arguments (formatted through an ostringstream
+    in this library) crashed the process, while one C string raised cleanly (the native crash probe):
+    every message goes through raise(), the only TORCH_CHECK of the source."""
+    source = _native._SOURCE.read_text()
+    assert source.count("TORCH_CHECK(") == 1 and "TORCH_CHECK(false, message.c_str())" in source
+    assert "TORCH_INTERNAL_ASSERT" not in source and "AT_ERROR" not in source
 
 
 @requires_torch
@@ -286,6 +326,28 @@ def test_backward_after_the_graph_was_dropped(monkeypatch):
 
 @requires_torch_cuda
 @pytest.mark.parametrize("native", [False, True])
+def test_a_seed_changed_before_backward_is_caught(native, monkeypatch):
+    """The backward regenerates the forward's dropout mask from the seed tensor, so both paths save
+    it for backward: changing it in place in between raises instead of giving a wrong gradient."""
+    real_ops = _opted_in(monkeypatch)
+    device = torch.device("cuda")
+    g = dfgnn.Graph(np.array([[0, 1, 2, 3, 4, 1], [1, 2, 3, 4, 0, 3]]), num_nodes=5)
+    q, k, v = (torch.randn(5, 1, 8, device=device, requires_grad=True) for _ in range(3))
+    seed = torch.tensor([5], device=device)
+    monkeypatch.setattr(_native, "ops", lambda: None)
+    dt.transformer(g, q, k, v, dropout=0.3, dropout_seed=seed).sum().backward()  # prepares the kind
+    calls = []
+    monkeypatch.setattr(_native, "ops", (lambda: _Counting(real_ops, calls)) if native else (lambda: None))
+    out = dt.transformer(g, q, k, v, dropout=0.3, dropout_seed=seed)
+    assert calls == (["attention"] if native else [])
+    out.sum().backward(retain_graph=True)  # unchanged: runs
+    seed.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("native", [False, True])
 def test_double_backward_is_refused(native, monkeypatch):
     """Both paths' backward is once differentiable: a second backward through their gradients raises
     (it would otherwise miss its terms silently)."""
@@ -299,7 +361,9 @@ def test_double_backward_is_refused(native, monkeypatch):
     monkeypatch.setattr(_native, "ops", (lambda: _Counting(real_ops, calls)) if native else (lambda: None))
     out = dt.transformer(g, q, k, v)
     assert calls == (["attention"] if native else [])
-    (gq,) = torch.autograd.grad(out, q, torch.randn_like(out), create_graph=True)
+    # (a gradient that requires grad: only then does a second backward reach the op's backward;
+    # with a constant one, torch's once_differentiable, too, returns gradients without a graph)
+    (gq,) = torch.autograd.grad(out, q, torch.randn_like(out).requires_grad_(), create_graph=True)
     assert gq.requires_grad
     with pytest.raises(RuntimeError, match="differentiate twice"):
         gq.sum().backward()

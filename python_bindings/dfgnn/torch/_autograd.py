@@ -37,8 +37,11 @@ class _AttentionFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         g, spec, positions, params, schedule, seed = ctx.dfgnn
         saved = ctx.saved_tensors
+        n = len(ctx.dfgnn_inputs)
         inputs = dict(zip(ctx.dfgnn_inputs, saved))
-        out, lse = saved[-2], saved[-1]
+        out, lse = saved[n], saved[n + 1]
+        if len(saved) > n + 2:  # a CUDA seed tensor (saved, so an in-place change before backward is caught)
+            seed = saved[n + 2]
         grads = _run_backward(g, spec.model, inputs, out, lse, grad_out, params, schedule, seed)
         needs = ctx.needs_input_grad  # one entry per positional argument of forward (ctx not counted)
         result = [None] * len(needs)
@@ -79,9 +82,10 @@ def _make_function(spec, name, summary, note, forward_doc):
         inputs = _contiguous(inputs, edge)
         seed = _function_seed(dropout, dropout_seed, next(iter(inputs.values())).is_cuda)
         out, lse = _run_forward(g, spec.model, inputs, params, schedule, seed)
-        ctx.dfgnn = (g, spec, positions, params, schedule, seed)
+        seed_tensor = (seed,) if isinstance(seed, torch.Tensor) else ()
+        ctx.dfgnn = (g, spec, positions, params, schedule, None if seed_tensor else seed)
         ctx.dfgnn_inputs = tuple(inputs)
-        ctx.save_for_backward(*inputs.values(), out, lse)
+        ctx.save_for_backward(*inputs.values(), out, lse, *seed_tensor)
         return out
 
     forward = _with_signature(spec, signature, body)

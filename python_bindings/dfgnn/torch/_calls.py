@@ -2,6 +2,7 @@
 _run_backward run one op on dicts of named input tensors, for both the autograd Functions and the
 custom ops."""
 
+import atexit
 import weakref
 
 import torch
@@ -24,6 +25,15 @@ _GPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Contiguity, the one property the key does not hold, is ensured on every call (_contiguous).
 _launches = weakref.WeakKeyDictionary()  # Graph -> {key: _Prepared}, dropped with the Graph
 _MAX_PTRS = 4  # pointers a Launch call takes per input set: the model's inputs, then edge
+_NONES = (None,) * _MAX_PTRS  # the native op's unused input arguments
+
+
+@atexit.register
+def _release_prepared():
+    """Drops the prepared launches at interpreter exit (registered after dfgnn's own release, so it
+    runs first): their native Prepareds hold graph references, which are given back here, while the
+    library is loaded, not in torch's teardown. (Autograd nodes still pending keep theirs.)"""
+    _launches.clear()
 
 
 class _Prepared:
@@ -35,7 +45,7 @@ class _Prepared:
         self.op, self.schedule, self.device, self.out_shape = op, schedule, device, out_shape
         self.lse_shape = out_shape[:2]
         self.forward = self.backward = None
-        self.native = None  # its torch.classes.dfgnn_native.Prepared, made at the first native call
+        self.native = None  # (torch.classes.dfgnn_native.Prepared, its address), made at the first native call
 
     def workspace(self, nbytes):
         """The device scratch of one call, from torch's caching allocator on the current stream
@@ -175,10 +185,13 @@ def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor
         return None
     native = prep.native
     if native is None:
-        native = prep.native = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address,
-                                                                   prep.op._address, schedule)
+        script = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address,
+                                                     prep.op._address, schedule)
+        # (the script object, which this _Prepared keeps alive, and the address the op takes)
+        native = prep.native = (script, script.address())
     try:
-        return ops.attention(native, tensors, seed_tensor, seed if dropout and seed_tensor is None else 0)
+        return ops.attention(native[1], *tensors, *_NONES[len(tensors):], seed_tensor,
+                             seed if dropout and seed_tensor is None else 0)
     except RuntimeError:
         # a failed call (out of memory, a compile error after dispatch changed the schedule, ...) runs
         # again through the Python path, which raises the C API's failure as its dfgnn error class

@@ -8,8 +8,9 @@ compiler (``CXX``, else ``c++``) and the CUDA runtime headers (the CUDA Toolkit'
 torch's nvidia wheels). Where it cannot be built, dfgnn.torch runs the same kernels through its
 Python autograd Functions, with one warning saying why.
 
-``DFGNN_TORCH_NATIVE``: ``0`` (the default: the Python path), ``auto`` (build or load on first use,
-fall back with a warning), ``1`` (required: a failure is an error). Off by default while two things
+``DFGNN_TORCH_NATIVE``: ``0`` (the default: the Python path), ``auto`` (load on first use, or build
+in the background while calls take the Python path; a failed build falls back with a warning),
+``1`` (required: built on first use, waiting for it; a failure is an error). Off by default while two things
 found on the H200 (torch 2.11) stand: an error message the op raised crashed the process (the one
 formatted from several arguments; the messages are now built first, not yet verified there), and
 in the user's call (through dfgnn.torch's Python front end) the measured host-time gain over the
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 
 import torch
@@ -38,6 +40,7 @@ _SOURCE = pathlib.Path(__file__).with_name("_native_ops.cpp")
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # site-packages/dfgnn: libdfgnn.so.1, include/
 
 _state = None  # (torch.ops.dfgnn_native or None, status dict), once decided
+_background = None  # mode auto, library not built yet: {"thread", "path" or "error"} of its build
 
 
 def _mode():
@@ -156,13 +159,50 @@ def build():
     return target
 
 
+def _built():
+    """The library's path when it is already built for this torch, else None (also when it cannot be)."""
+    try:
+        _, key = _build_inputs()
+    except RuntimeError:
+        return None
+    target = _cache_dir() / f"native-ops-{key}" / "dfgnn_native_ops.so"
+    return target if target.is_file() else None
+
+
+def _build_in_background():
+    """Mode auto without a built library: builds it on a daemon thread while calls take the Python
+    path (a first CUDA call does not wait 15-30 s for a compiler); the call after it finished loads it."""
+    global _background
+    job = {}
+
+    def work():
+        try:
+            job["path"] = build()
+        except Exception as e:  # noqa: BLE001 (reported by _decide on the caller's thread)
+            job["error"] = e
+    job["thread"] = threading.Thread(target=work, name="dfgnn-native-build", daemon=True)
+    _background = job
+    job["thread"].start()
+
+
 def _decide():
+    global _background
     mode = _mode()
     status = dict(mode=mode, available=False, library=None, reason=None)
     if mode == "0":
         status["reason"] = "DFGNN_TORCH_NATIVE=0"
         return None, status
     try:
+        if mode == "auto":
+            if _background is None and _built() is None:
+                _build_in_background()
+            if _background is not None:
+                if _background["thread"].is_alive():
+                    status["reason"] = "building in the background (the Python path runs meanwhile)"
+                    return None, status
+                job, _background = _background, None
+                if "error" in job:
+                    raise job["error"]
         path = build()
         torch.ops.load_library(str(path))
         ops = torch.ops.dfgnn_native
@@ -180,16 +220,21 @@ def _decide():
 
 
 def ops():
-    """torch.ops.dfgnn_native once built and loaded, else None (decided once per process)."""
+    """torch.ops.dfgnn_native once built and loaded, else None (decided once per process, or, while
+    mode auto builds the library in the background, again at each call until the build ended)."""
     global _state
-    if _state is None:
+    if _state is None or _background is not None:
         _state = _decide()
     return _state[0]
 
 
-def status():
+def status(wait=False):
     """Whether the native eager path is in use: {"mode", "available", "library", "reason"} (decides
-    it, building the library if needed)."""
+    it; mode 1 builds the library if needed, mode auto starts its build in the background). wait:
+    first wait for a background build to end."""
+    job = _background
+    if wait and job is not None:
+        job["thread"].join()
     ops()
     return dict(_state[1])
 

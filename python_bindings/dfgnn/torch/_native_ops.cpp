@@ -11,7 +11,10 @@
 //
 // A Prepared is one (graph, op, schedule) made ready: it holds a reference to the graph
 // (dfgnnGraphRetain), so an autograd node that saved it can run its backward after the caller
-// dropped its dfgnn.Graph.
+// dropped its dfgnn.Graph. The op takes it by address and its tensors one by one (int and Tensor
+// arguments): a script object and a Tensor[] argument made each call's argument conversion cost
+// tens of microseconds on the H200 (bench/results/2026-12-01d-h200.md). Addresses are checked
+// against the live Prepareds, so a stale or made-up one is refused by name.
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -26,8 +29,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace {
@@ -44,6 +49,12 @@ using torch::autograd::variable_list;
 [[noreturn]] void fail(dfgnn_status_t s, const char* function) {
   raise(std::string(function) + " failed (" + dfgnnGetStatusString(s) + "): " + dfgnnGetLastErrorMessage());
 }
+
+struct Prepared;
+
+// The live Prepareds, by address (see attention).
+std::mutex live_mutex;
+std::unordered_set<const Prepared*> live;
 
 struct Prepared : torch::CustomClassHolder {
   dfgnn_context_t context;
@@ -75,8 +86,17 @@ struct Prepared : torch::CustomClassHolder {
     }
     for (int slot = 0; slot < DFGNN_NUM_INPUTS; ++slot)
       if (mask & (1u << slot)) slots.push_back(slot);
+    const std::lock_guard<std::mutex> lock(live_mutex);
+    live.insert(this);
   }
-  ~Prepared() override { dfgnnGraphDestroy(graph); }
+  ~Prepared() override {
+    {
+      const std::lock_guard<std::mutex> lock(live_mutex);
+      live.erase(this);
+    }
+    dfgnnGraphDestroy(graph);
+  }
+  int64_t address() const { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(this)); }
   Prepared(const Prepared&) = delete;
   Prepared& operator=(const Prepared&) = delete;
 
@@ -166,13 +186,13 @@ class Attention : public torch::autograd::Function<Attention> {
     saved.push_back(lse);
     if (seed && seed->defined()) saved.push_back(*seed);
     ctx->save_for_backward(saved);
-    ctx->saved_data["prepared"] = p;
+    ctx->saved_data["prepared"] = c10::IValue::make_capsule(p);  // a capsule: no class-type lookup per call
     ctx->saved_data["seed_value"] = seed_value;
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
-    const auto p = ctx->saved_data["prepared"].toCustomClass<Prepared>();
+    const auto p = c10::static_intrusive_pointer_cast<Prepared>(ctx->saved_data["prepared"].toCapsule());
     const int64_t seed_value = ctx->saved_data["seed_value"].toInt();
     variable_list saved = ctx->get_saved_variables();
     const size_t n = p->slots.size();
@@ -217,8 +237,29 @@ class Attention : public torch::autograd::Function<Attention> {
   }
 };
 
-at::Tensor attention(const c10::intrusive_ptr<Prepared>& prepared, at::TensorList inputs,
+// The Prepared at an address, as a new reference, or a refusal. The caller keeps the Prepared alive
+// across the call (dfgnn.torch's _Prepared holds it), so it cannot be destroyed meanwhile.
+c10::intrusive_ptr<Prepared> prepared_at(int64_t address) {
+  Prepared* raw = reinterpret_cast<Prepared*>(static_cast<uintptr_t>(address));
+  const std::lock_guard<std::mutex> lock(live_mutex);
+  if (live.count(raw) == 0 || c10::raw::intrusive_ptr::use_count(raw) == 0)
+    raise("dfgnn_native.attention: " + std::to_string(address) + " is not the address of a live Prepared");
+  return c10::intrusive_ptr<Prepared>::reclaim_copy(raw);
+}
+
+at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::optional<at::Tensor>& b,
+                     const std::optional<at::Tensor>& c, const std::optional<at::Tensor>& d,
                      const std::optional<at::Tensor>& seed, int64_t seed_value) {
+  const c10::intrusive_ptr<Prepared> prepared = prepared_at(prepared_address);
+  // the inputs in slot order: as many as the model reads, then None
+  std::vector<at::Tensor> inputs{a};
+  bool ended = false;
+  for (const std::optional<at::Tensor>* t : {&b, &c, &d}) {
+    const bool given = *t && (*t)->defined();
+    if (given && ended) raise("dfgnn_native.attention: an input tensor follows a None");
+    ended = !given;
+    if (given) inputs.push_back(**t);
+  }
   // checked before the autograd Function: its forward throws only on a failed launch
   if (inputs.size() != prepared->slots.size())
     raise("dfgnn_native.attention: " + std::to_string(prepared->slots.size()) + " input tensors expected, got " +
@@ -243,15 +284,17 @@ at::Tensor attention(const c10::intrusive_ptr<Prepared>& prepared, at::TensorLis
       !(seed->is_cuda() && seed->device() == inputs[0].device() && seed->scalar_type() == at::kLong &&
         seed->numel() == 1 && seed->is_contiguous()))
     raise("dfgnn_native.attention: the seed tensor must be one int64 on the inputs' CUDA device");
-  return Attention::apply(prepared, inputs, seed, seed_value);
+  // as a TensorList: autograd records the list's tensors as the op's inputs (a std::vector it would not)
+  return Attention::apply(prepared, at::TensorList(inputs), seed, seed_value);
 }
 
 }  // namespace
 
 TORCH_LIBRARY(dfgnn_native, m) {
-  m.class_<Prepared>("Prepared").def(torch::init<int64_t, int64_t, int64_t, std::optional<std::string>>());
-  m.def("attention(__torch__.torch.classes.dfgnn_native.Prepared prepared, Tensor[] inputs, Tensor? seed, "
-        "int seed_value) -> Tensor");
+  m.class_<Prepared>("Prepared")
+      .def(torch::init<int64_t, int64_t, int64_t, std::optional<std::string>>())
+      .def("address", &Prepared::address);
+  m.def("attention(int prepared, Tensor a, Tensor? b, Tensor? c, Tensor? d, Tensor? seed, int seed_value) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(dfgnn_native, CompositeImplicitAutograd, m) { m.impl("attention", &attention); }
