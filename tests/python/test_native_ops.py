@@ -7,9 +7,9 @@ the same file), registers its op and class, refuses CPU tensors by name (after i
 dropped); it is off by default, DFGNN_TORCH_NATIVE=0 and a failing build fall back (with a warning),
 DFGNN_TORCH_NATIVE=1 turns a failure into an error.
 On a GPU: every model (edge features and dropout, int and device seeds) gives the Python path's
-outputs and gradients bitwise (the same kernels), warm calls take the native path, the first call
-of a kind and a call that needs its first backward take the Python path, and a backward still runs
-after its dfgnn.Graph was dropped (the native Prepared holds a graph reference).
+outputs and gradients bitwise (the same kernels), first and warm calls take the native path, a
+call it refuses gets the Python path's error, and a backward still runs after its dfgnn.Graph was
+dropped (the native Prepared holds a graph reference).
 """
 
 import gc
@@ -263,20 +263,43 @@ def test_native_matches_the_python_path_bitwise(model, edge_features, dropout, m
 
 
 @requires_torch_cuda
-def test_first_calls_take_the_python_path(monkeypatch):
+def test_first_calls_take_the_native_path(monkeypatch):
+    """A new kind (here a new graph, as every mini-batch step brings) is prepared and run by the
+    native path from its first call, forward and backward, with the Python path's results."""
     device = torch.device("cuda")
-    g = dfgnn.Graph(np.array([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]]), num_nodes=5)
     q, k, v = (torch.randn(5, 1, 8, device=device, requires_grad=True) for _ in range(3))
+    go = torch.randn(5, 1, 8, device=device)
+    results = {}
+    real_ops = _opted_in(monkeypatch)
+    for native in (False, True):
+        g = dfgnn.Graph(np.array([[0, 1, 2, 3, 4, 2], [1, 2, 3, 4, 0, 0]]), num_nodes=5)  # a new graph each time
+        calls = []
+        monkeypatch.setattr(_native, "ops", (lambda: _Counting(real_ops, calls)) if native else (lambda: None))
+        q.grad = k.grad = v.grad = None
+        out = dt.transformer(g, q, k, v)
+        out.backward(go)
+        assert calls == (["attention"] if native else [])
+        results[native] = [out.detach()] + [t.grad.clone() for t in (q, k, v)]
+    for a, b in zip(results[False], results[True]):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@requires_torch_cuda
+def test_a_refused_first_call_raises_the_python_paths_error(monkeypatch):
+    """The native op refuses a first call whose tensors the binding would refuse (here k with its
+    heads and channels swapped: the same number of elements), and the Python path then raises its
+    typed error; nothing is cached for the refused kind."""
+    from dfgnn.torch import _calls
+    device = torch.device("cuda")
+    g = dfgnn.Graph(np.array([[0, 1, 2, 3], [1, 2, 3, 0]]), num_nodes=4)
+    q, v = torch.randn(4, 2, 4, device=device), torch.randn(4, 2, 4, device=device)
+    k = torch.randn(4, 4, 2, device=device)
     calls = []
     real_ops = _opted_in(monkeypatch)
     monkeypatch.setattr(_native, "ops", lambda: _Counting(real_ops, calls))
-    out1 = dt.transformer(g, q, k, v)          # the kind's first call: Python (validates, prepares)
-    out2 = dt.transformer(g, q, k, v)          # needs a gradient, no backward prepared yet: Python
-    assert calls == []
-    out1.sum().backward()                      # prepares the backward
-    out3 = dt.transformer(g, q, k, v)
-    assert calls == ["attention"]
-    torch.testing.assert_close(out3, out2, rtol=0, atol=0)
+    with pytest.raises(dfgnn.InvalidArgumentError, match=r"\[.k.\] must have shape \[N, H, D\]"):
+        dt.transformer(g, q, k, v)
+    assert calls == [] and not _calls._launches.get(g)
 
 
 class _Counting:

@@ -12,6 +12,7 @@ from .._errors import invalid_argument
 from .._op import Direction, check_dropout_seed, make_op
 from . import _native
 from ._graphs import _check_graph, _dl
+from ._spec import SPECS
 
 _GPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -121,7 +122,7 @@ def _cuda_forward(g, model, inputs, params, schedule, seed, first):
     lse = first.new_empty(prep.lse_shape, dtype=torch.float32)
     seed_int, seed_ptr = _seed_args(seed)
     with _OnDevice(prep.device):
-        if fresh:
+        if prep.forward is None:  # a new kind, or one the native path prepared
             prep.forward = _dfgnn.make_launch(_dfgnn.default_context(), g._h, prep.op, Direction.FORWARD, schedule,
                                               _dls(inputs), _dl(out), _dl(lse), None, None)
         stream = torch._C._cuda_getCurrentRawStream(prep.device)
@@ -166,23 +167,25 @@ def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed)
 
 def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor):
     """A CUDA eager call through the native ops (_native: the op and its autograd in C++), or None
-    when this call takes the Python path: the first call of its kind (it validates the arguments
-    and prepares the launches, with the Python path's errors), a call that needs a gradient before
-    its kind's first backward ran (that prepares the backward), or no native ops (DFGNN_TORCH_NATIVE,
-    or they could not be built). tensors: the model's inputs in spec order, then edge if given;
-    values: the op options (spec order), as the Functions get them; seed: the int seed (with
-    dropout); seed_tensor: the CUDA seed tensor or None."""
-    ops = _native.ops()  # first: with the native ops off (the default) a call pays nothing more here
-    if ops is None:
+    when this call takes the Python path: no native ops (DFGNN_TORCH_NATIVE, not built yet, or they
+    could not be built), or a call the native op refused or failed (bad arguments, out of memory, a
+    compile error after dispatch changed the schedule, ...): the Python path runs it again and
+    raises its dfgnn error class with the binding's message. The first call of a kind prepares it
+    here (the op checks its arguments as the binding does: dtypes, shapes, one CUDA device).
+    tensors: the model's inputs in spec order, then edge if given; values: the op options (spec
+    order), as the Functions get them; seed: the int seed (with dropout); seed_tensor: the CUDA
+    seed tensor or None."""
+    ops = _native.ops()  # first: with the native ops off a call pays nothing more here
+    if ops is None or g._h is None:
         return None
+    key = (model, schedule, (*values, dropout), tuple([(t.shape, t.dtype, t.get_device()) for t in tensors]))
     cache = _launches.get(g)
-    if cache is None or g._h is None:
-        return None
-    prep = cache.get((model, schedule, (*values, dropout), tuple([(t.shape, t.dtype, t.get_device()) for t in tensors])))
-    if prep is None:
-        return None
-    if prep.backward is None and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return None
+    prep = None if cache is None else cache.get(key)
+    fresh = prep is None
+    if fresh:
+        prep = _native_prepared(model, g, tensors, values, schedule, dropout)
+        if prep is None:
+            return None
     native = prep.native
     if native is None:
         script = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address,
@@ -190,12 +193,30 @@ def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor
         # (the script object, which this _Prepared keeps alive, and the address the op takes)
         native = prep.native = (script, script.address())
     try:
-        return ops.attention(native[1], *tensors, *_NONES[len(tensors):], seed_tensor,
-                             seed if dropout and seed_tensor is None else 0)
+        out = ops.attention(native[1], *tensors, *_NONES[len(tensors):], seed_tensor,
+                            seed if dropout and seed_tensor is None else 0)
     except RuntimeError:
-        # a failed call (out of memory, a compile error after dispatch changed the schedule, ...) runs
-        # again through the Python path, which raises the C API's failure as its dfgnn error class
         return None
+    if fresh:  # cached once it ran, so a refused kind is never cached
+        g._device = prep.device
+        _launches.setdefault(g, {})[key] = prep
+    return out
+
+
+def _native_prepared(model, g, tensors, values, schedule, dropout):
+    """A new kind's _Prepared for the native path (its Python launches are made when the Python path
+    first runs it), or None where the Python path must decide (and raise)."""
+    first = tensors[0]
+    if first.dtype not in _GPU_DTYPES or (g._device is not None and g._device != first.get_device()):
+        return None
+    spec = SPECS[model]
+    params = dict(zip([o.name for o in spec.options], values), dropout=dropout)
+    try:
+        op = make_op(model, str(first.dtype), first.shape[1], first.shape[2],
+                     edge_features=len(tensors) > len(spec.inputs), **params)
+    except Exception:  # noqa: BLE001 (the Python path raises the same error, from its own call)
+        return None
+    return _Prepared(op, schedule, first.get_device(), (g.num_nodes, first.shape[1], first.shape[2]))
 
 
 def _run_forward(g, model, inputs, params, schedule, seed=0):

@@ -1,10 +1,8 @@
 // dfgnn.torch's native eager path: one TORCH_LIBRARY op, dfgnn_native::attention, with its autograd
-// in C++ (torch::autograd::Function), over the C API. It replaces, for CUDA calls of a kind already
-// validated by the Python path (dfgnn/torch/_calls.py makes and checks the first call of every
-// graph, op configuration, schedule and argument kind), the Python autograd Function and its
-// backward. Called directly, such an op cost 0.53-0.77x the Python Function's host time on the H200;
-// behind dfgnn.torch's Python front end the gain was within that host's noise, so the path is
-// opt-in (bench/results/2026-12-01c-h200.md).
+// in C++ (torch::autograd::Function), over the C API. It replaces the Python autograd Function and
+// its backward for CUDA eager calls (dfgnn/torch/_calls.py, _native_call). It checks its arguments
+// as the binding does (dtypes, shapes, one CUDA device); a call it refuses runs again on the Python
+// path, which raises the binding's typed error.
 //
 // Built at run time against the installed torch by dfgnn/torch/_native.py (a torch extension's
 // binary is tied to one torch version, so the wheel ships this source, not a binary).
@@ -156,6 +154,23 @@ at::ScalarType feature_type(dfgnn_dtype_t dtype) {
   }
 }
 
+// The shapes the binding's checks accept (dfgnn_ext.cpp): features [N, H, D] or [N, H*D]; attention
+// vectors [H, D], [1, H, D] or [H*D]; beta one element; edge inputs [E, H, W] or [E, H*W] (W = 1 for
+// GAT's logit terms, else D). Those alone share the kernels' row-major layout: a first call whose
+// tensors pass here runs as the Python path's would.
+bool has_prepared_shape(const Prepared& p, int slot, const at::Tensor& t) {
+  const int64_t h = p.op.heads, d = p.op.dim;
+  const at::IntArrayRef s = t.sizes();
+  auto rows = [&](int64_t n, int64_t w) {
+    return (s.size() == 3 && s[0] == n && s[1] == h && s[2] == w) || (s.size() == 2 && s[0] == n && s[1] == h * w);
+  };
+  if (slot <= kLastFeatureSlot) return rows(p.nodes, d);
+  if (slot == kEdgeSlot) return rows(p.edges, p.op.model == DFGNN_MODEL_GAT ? 1 : d);
+  if (slot == kBetaSlot) return t.numel() == 1;
+  return (s.size() == 2 && s[0] == h && s[1] == d) || (s.size() == 3 && s[0] == 1 && s[1] == h && s[2] == d) ||
+         (s.size() == 1 && s[0] == h * d);
+}
+
 template <typename Fields, typename Pointer>
 Fields fields_of(const Prepared& p, const std::vector<at::Tensor>& tensors) {
   std::array<Pointer, DFGNN_NUM_INPUTS> field{};
@@ -268,17 +283,12 @@ at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::o
     if (!(t.defined() && t.is_cuda() && t.device() == inputs[0].device()))
       raise("dfgnn_native.attention runs CUDA tensors only, all on one device");
   const Prepared& p = *prepared;
-  const int64_t hd = static_cast<int64_t>(p.op.heads) * p.op.dim;
   const at::ScalarType feature = feature_type(p.op.dtype);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int slot = p.slots[i];
     const bool is_feature = slot <= kLastFeatureSlot || (slot == kEdgeSlot && p.op.model != DFGNN_MODEL_GAT);
-    const int64_t numel = slot <= kLastFeatureSlot ? p.nodes * hd
-                          : slot == kEdgeSlot      ? p.edges * (p.op.model == DFGNN_MODEL_GAT ? p.op.heads : hd)
-                          : slot == kBetaSlot      ? 1
-                                                   : hd;
-    if (inputs[i].scalar_type() != (is_feature ? feature : at::kFloat) || inputs[i].numel() != numel)
-      raise("dfgnn_native.attention: input " + std::to_string(i) + " is not the prepared kind (dtype or size)");
+    if (inputs[i].scalar_type() != (is_feature ? feature : at::kFloat) || !has_prepared_shape(p, slot, inputs[i]))
+      raise("dfgnn_native.attention: input " + std::to_string(i) + " is not the prepared kind (dtype or shape)");
   }
   if (seed && seed->defined() &&
       !(seed->is_cuda() && seed->device() == inputs[0].device() && seed->scalar_type() == at::kLong &&
