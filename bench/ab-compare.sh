@@ -19,9 +19,16 @@ cmake -S "$base" -B "$base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SA
   > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench dfgnn-verify dfgnn-tune dfgnn-bench-dispatch dfgnn-db \
   > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
 common=(--warmup 10 --iters 50 --no-baseline --rmat 20)
+# Each configuration times dispatch's choice and, with AB_SCHEDULES, named schedules as well (';'-separated,
+# one list for all configurations; {W} stands for the configuration's lanes): when the two versions' default
+# rules differ, the same schedules side by side are what show a change of speed.
 configs=("--model transformer --heads 1 --dim 128 --direction both"
          "--model transformer --heads 4 --dim 64 --direction both"
          "--model gat --heads 1 --dim 128 --direction both")
+if [ -n "${AB_SCHEDULES:-}" ]; then
+  lanes=(32 16 32)
+  for i in 0 1 2; do configs[$i]="${configs[$i]} --schedules default;${AB_SCHEDULES//\{W\}/${lanes[$i]}}"; done
+fi
 k=0
 for c in "${configs[@]}"; do
   k=$((k + 1))
@@ -33,6 +40,7 @@ for c in "${configs[@]}"; do
   done
 done
 python3 "$(dirname "$0")/ab_table.py" "$out" $k | tee "$out/ab.md"
+[ -n "${AB_ONLY_TIMES:-}" ] && exit 0
 
 # results: the verify reports' worst errors must be equal line for line
 root=$(cd "$(dirname "$0")/.." && pwd)

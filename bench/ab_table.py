@@ -70,11 +70,13 @@ for k in range(1, count + 1):
             continue
         for g in data["graphs"]:
             for r in g["results"]:
-                if r.get("is_default"):
-                    rows.setdefault((r["model"], r["heads"], r["dim"], r["direction"]), {})[v] = r
-    for (model, h, d, direction), pair in rows.items():
-        if len(pair) < 2:
+                # dispatch's choice, and any named schedule both versions timed (AB_SCHEDULES)
+                which = "default" if r.get("is_default") else r.get("schedule")
+                rows.setdefault((r["model"], r["heads"], r["dim"], r["direction"], which), {})[v] = r
+    for (model, h, d, direction, which), pair in rows.items():
+        if len(pair) < 2 or "median_ms" not in pair["base"] or "median_ms" not in pair["new"]:
             continue
         b, n = pair["base"]["median_ms"], pair["new"]["median_ms"]
+        label = "(default) " if which == "default" else ""
         print(f"| {model} | {h} | {d} | {direction} | {b:.3f} | {n:.3f} | {n / b:.3f} | "
-              f"{pair['base']['schedule']} | {pair['new']['schedule']} |")
+              f"{label}{pair['base']['schedule']} | {label}{pair['new']['schedule']} |")
