@@ -97,9 +97,9 @@ def main():
              "the native op alone (as dfgnn.torch calls it)":
                  lambda: native_ops.attention(address, q, k, v, None, None, 0),
              "bench prototype (C++ op, size query per call)": lambda: op(q, k, v, ctx, handle)}
-    a, b, c = (f() for f in calls.values())
-    torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernels
-    torch.testing.assert_close(a, c, rtol=0, atol=0)
+    outs = [f() for f in calls.values()]
+    for other in outs[1:]:
+        torch.testing.assert_close(other, outs[0], rtol=0, atol=0)  # the same kernels
     # Rounds interleave the designs (a host's speed drifts over a run; the previous order put each
     # design in its own stretch of time); each figure is the median over the rounds.
     samples = {}
