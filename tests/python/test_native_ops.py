@@ -111,10 +111,9 @@ def test_cpu_tensors_are_refused_by_name(native_lib):
 
 
 @requires_torch
-def test_off_by_default(fresh_state):
+def test_auto_by_default(fresh_state):
     fresh_state.delenv("DFGNN_TORCH_NATIVE", raising=False)
-    assert _native.ops() is None
-    assert _native.status()["mode"] == "0"
+    assert _native._mode() == "auto"
 
 
 @requires_torch
@@ -159,6 +158,15 @@ def test_failed_build_falls_back_with_a_warning(failing_compiler, tmp_path):
     assert "failed (exit 1" in s["reason"] and not s["available"]
     assert _native._background is None and _native.ops() is None  # decided: no second build
     assert not list(tmp_path.glob("native-ops-*/*.so")), "a failed build left a temporary library"
+    # a later process (a fresh decision, the same compiler) does not compile again, and says why
+    # without a warning
+    failing_compiler.setattr(_native, "_state", None)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _native.ops() is None
+    s = _native.status()
+    assert s["reason"].startswith("an earlier build failed") and "exit 1" in s["reason"], s
 
 
 @requires_torch

@@ -84,25 +84,25 @@ OPS = _custom_ops.OPS
 
 #: Eager calls on plain tensors go through the autograd Functions, the same kernels without the custom
 #: ops' dispatch layers (several hundred microseconds per forward+backward on the host: on small graphs,
-#: where every kernel takes microseconds, that decided whether a layer beat PyG); with
-#: ``DFGNN_TORCH_NATIVE`` set, warm CUDA calls of a kind the Functions have run take the native ops
-#: instead (see :func:`native_status`). torch.compile,
+#: where every kernel takes microseconds, that decided whether a layer beat PyG); CUDA calls take the
+#: native ops instead, once they are built (see :func:`native_status`). torch.compile,
 #: fake and meta tensors, tensor subclasses and torch.func transforms (vmap) get the custom ops. Tests
 #: turn this off to check both paths.
 use_functions_in_eager = True
 
 
-def native_status():
-    """Whether warm CUDA eager calls run through dfgnn.torch's native ops (a TORCH_LIBRARY op with its
-    autograd in C++, built once per torch version on first use and cached). Opt-in for now
-    (``DFGNN_TORCH_NATIVE=auto`` or ``1``; the default ``0`` keeps the Python autograd Functions):
-    see the report bench/results/2026-12-01c-h200.md for what was measured and the open defect.
+def native_status(wait=False):
+    """Whether CUDA eager calls run through dfgnn.torch's native ops (a TORCH_LIBRARY op with its
+    autograd in C++, built once per torch version and cached; ``python -m dfgnn.torch._native``
+    builds it ahead of time). On the H200 they cost 0.63x the Python autograd Functions' host time
+    per forward call and 0.68x per forward+backward (bench/results/2026-12-01d-h200.md).
     Returns ``{"mode", "available", "library", "reason"}``: ``mode`` is ``DFGNN_TORCH_NATIVE``
-    (``auto``: build or load on first use, fall back to the Functions with a warning; ``1``: a
-    failure is an error; ``0``: never), ``library`` the built file, ``reason`` why they are not in
-    use. Calling it decides (and builds) if no CUDA call has yet."""
+    (``auto``, the default: load on first use, or build in the background while calls take the
+    Functions; a failed build falls back with one warning; ``1``: build and wait, a failure is an
+    error; ``0``: never), ``library`` the built file, ``reason`` why they are not in use. Calling it
+    decides (and starts a build) if no CUDA call has yet; ``wait=True`` waits for a background build."""
     from . import _native
-    return _native.status()
+    return _native.status(wait)
 
 
 __all__ = [

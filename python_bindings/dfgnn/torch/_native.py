@@ -8,13 +8,12 @@ compiler (``CXX``, else ``c++``) and the CUDA runtime headers (the CUDA Toolkit'
 torch's nvidia wheels). Where it cannot be built, dfgnn.torch runs the same kernels through its
 Python autograd Functions, with one warning saying why.
 
-``DFGNN_TORCH_NATIVE``: ``0`` (the default: the Python path), ``auto`` (load on first use, or build
-in the background while calls take the Python path; a failed build falls back with a warning),
-``1`` (required: built on first use, waiting for it; a failure is an error). Off by default while two things
-found on the H200 (torch 2.11) stand: an error message the op raised crashed the process (the one
-formatted from several arguments; the messages are now built first, not yet verified there), and
-in the user's call (through dfgnn.torch's Python front end) the measured host-time gain over the
-Python autograd Functions was within the host's run-to-run noise (bench/results/2026-12-01c-h200.md).
+``DFGNN_TORCH_NATIVE``: ``auto`` (the default: load on first use, or build in the background while
+calls take the Python path; a failed build falls back with one warning, and later processes do not
+compile it again), ``1`` (required: built on first use, waiting for it, also after a failed build;
+a failure is an error), ``0`` (the Python path). On the H200 the native path cost 0.63x the Python
+path's host time per forward call and 0.68x per forward+backward, in the user's call
+(bench/results/2026-12-01d-h200.md).
 The built library is kept
 in ``DFGNN_NATIVE_CACHE_DIR``, else ``DFGNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/dfgnn`` or
 ``~/.cache/dfgnn``.
@@ -44,7 +43,7 @@ _background = None  # mode auto, library not built yet: {"thread", "path" or "er
 
 
 def _mode():
-    mode = os.environ.get("DFGNN_TORCH_NATIVE", "0").strip().lower()
+    mode = os.environ.get("DFGNN_TORCH_NATIVE", "auto").strip().lower()
     if mode not in ("auto", "0", "1"):
         raise ValueError(f"DFGNN_TORCH_NATIVE must be auto, 0 or 1, got {mode!r}")
     return mode
@@ -145,11 +144,16 @@ def build():
                 rc = subprocess.run(cmd[:-1] + ["-o", temp] + cmd[-1:], stdout=out, stderr=subprocess.STDOUT).returncode
             if rc != 0:
                 tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-                raise RuntimeError(f"building {_SOURCE.name} failed (exit {rc}; log {log}): " + " | ".join(tail))
+                reason = f"building {_SOURCE.name} failed (exit {rc}; log {log}): " + " | ".join(tail)
+                with contextlib.suppress(OSError):  # later processes in mode auto do not compile it again
+                    (directory / _FAILED).write_text(reason)
+                raise RuntimeError(reason)
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(temp, 0o755 & ~umask)  # mkstemp made it 0600: others sharing the cache load it too
             os.replace(temp, target)  # atomic: a reader sees no library or a whole one
+            with contextlib.suppress(OSError):
+                (directory / _FAILED).unlink(missing_ok=True)
         except BaseException as e:  # a failed or interrupted build leaves no temporary file behind
             with contextlib.suppress(OSError):
                 os.unlink(temp)
@@ -159,14 +163,24 @@ def build():
     return target
 
 
+_FAILED = "build.failed"  # in a key's directory: the reason its last build failed
+
+
 def _built():
-    """The library's path when it is already built for this torch, else None (also when it cannot be)."""
+    """(the library's path when it is already built for this torch, else None; the reason its last
+    build failed, else None). Both None also when it cannot be built here (build() says why)."""
     try:
         _, key = _build_inputs()
     except RuntimeError:
-        return None
-    target = _cache_dir() / f"native-ops-{key}" / "dfgnn_native_ops.so"
-    return target if target.is_file() else None
+        return None, None
+    directory = _cache_dir() / f"native-ops-{key}"
+    target = directory / "dfgnn_native_ops.so"
+    if target.is_file():
+        return target, None
+    try:
+        return None, (directory / _FAILED).read_text(errors="replace")
+    except OSError:
+        return None, None
 
 
 def _build_in_background():
@@ -194,8 +208,13 @@ def _decide():
         return None, status
     try:
         if mode == "auto":
-            if _background is None and _built() is None:
-                _build_in_background()
+            if _background is None:
+                path, failed = _built()
+                if failed:  # compiled and failed before: not again in every process (mode 1 retries)
+                    status["reason"] = f"an earlier build failed (DFGNN_TORCH_NATIVE=1 builds again): {failed}"
+                    return None, status
+                if path is None:
+                    _build_in_background()
             if _background is not None:
                 if _background["thread"].is_alive():
                     status["reason"] = "building in the background (the Python path runs meanwhile)"
@@ -212,8 +231,8 @@ def _decide():
             raise RuntimeError(f"dfgnn.torch: the native ops are required (DFGNN_TORCH_NATIVE=1) but unavailable: {e}") \
                 from e
         status["reason"] = str(e)
-        warnings.warn(f"dfgnn.torch runs its Python call path (slower host side): the native ops are unavailable: {e}",
-                      RuntimeWarning, stacklevel=4)
+        warnings.warn(f"dfgnn.torch runs its Python call path (slower host side): the native ops are unavailable: {e} "
+                      "(DFGNN_TORCH_NATIVE=0 chooses that path without this warning)", RuntimeWarning, stacklevel=4)
         return None, status
     status.update(available=True, library=str(path))
     return ops, status
