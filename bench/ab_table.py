@@ -58,25 +58,26 @@ if sys.argv[1] == "--dispatch":
     dispatch(sys.argv[2])
     sys.exit(0)
 out, count = sys.argv[1], int(sys.argv[2])
-print("| model | H | D | direction | base ms | new ms | new/base | base schedule | new schedule |")
-print("|---|---:|---:|---|---:|---:|---:|---|---|")
+print("| model | H | D | direction | schedule | base ms | new ms | new/base |")
+print("|---|---:|---:|---|---|---:|---:|---:|")
 for k in range(1, count + 1):
-    rows = {}
+    # rows paired by schedule text: dispatch's choice of each version ("default" marks it) and any named
+    # schedule both timed (AB_SCHEDULES); a default the other version did not time stands alone
+    rows, defaults = {}, {}
     for v in ("base", "new"):
-        try:
-            data = json.load(open(f"{out}/ab-{v}-{k}.json"))
-        except (OSError, ValueError) as e:
-            print(f"| run {k} {v}: no results ({e}) |")
-            continue
-        for g in data["graphs"]:
+        data = load(f"{out}/ab-{v}-{k}.json")
+        for g in (data or {}).get("graphs", []):
             for r in g["results"]:
-                # dispatch's choice, and any named schedule both versions timed (AB_SCHEDULES)
-                which = "default" if r.get("is_default") else r.get("schedule")
-                rows.setdefault((r["model"], r["heads"], r["dim"], r["direction"], which), {})[v] = r
-    for (model, h, d, direction, which), pair in rows.items():
-        if len(pair) < 2 or "median_ms" not in pair["base"] or "median_ms" not in pair["new"]:
-            continue
-        b, n = pair["base"]["median_ms"], pair["new"]["median_ms"]
-        label = "(default) " if which == "default" else ""
-        print(f"| {model} | {h} | {d} | {direction} | {b:.3f} | {n:.3f} | {n / b:.3f} | "
-              f"{label}{pair['base']['schedule']} | {label}{pair['new']['schedule']} |")
+                if r.get("median_ms") is None:
+                    continue
+                config = (r["model"], r["heads"], r["dim"], r["direction"])
+                rows.setdefault(config + (r["schedule"],), {})[v] = r["median_ms"]
+                if r.get("is_default"):
+                    defaults.setdefault(config, {})[v] = r["schedule"]
+    for (model, h, d, direction, schedule), pair in rows.items():
+        marks = "".join(f" ({v} default)" for v in ("base", "new")
+                        if defaults.get((model, h, d, direction), {}).get(v) == schedule)
+        b, n = pair.get("base"), pair.get("new")
+        ratio = f"{n / b:.3f}" if b and n else ""
+        print(f"| {model} | {h} | {d} | {direction} | `{schedule}`{marks} | {'' if b is None else f'{b:.3f}'} | "
+              f"{'' if n is None else f'{n:.3f}'} | {ratio} |")

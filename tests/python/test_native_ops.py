@@ -190,6 +190,35 @@ def test_messages_reach_torch_check_as_one_string():
 
 
 @requires_torch
+def test_a_dead_builders_temporary_file_is_removed(failing_compiler, tmp_path):
+    """A process that exited during its background build leaves its temporary library behind; the
+    next build (which holds the lock, so no other builder is at work) removes it."""
+    failing_compiler.setenv("DFGNN_TORCH_NATIVE", "1")
+    directory = tmp_path / f"native-ops-{_native._build_inputs()[1]}"
+    directory.mkdir()
+    stale = directory / f"{_native._TEMP_PREFIX}dead.so"
+    stale.write_bytes(b"half a library")
+    with pytest.raises(RuntimeError, match="failed"):
+        _native.ops()
+    assert not stale.exists()
+    assert not list(directory.glob("*.so"))
+
+
+@requires_torch
+def test_a_forked_child_forgets_the_parents_build(fresh_state):
+    """A forked child (a DataLoader worker) has no build thread; it decides again when it needs the ops."""
+    import os
+    fresh_state.setattr(_native, "_background", {"thread": None})
+    fresh_state.setattr(_native, "_state", (None, {}))
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if _native._background is None and _native._state is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert _native._background is not None  # the parent's is untouched
+
+
+@requires_torch
 def test_required_and_failing_is_an_error(failing_compiler):
     failing_compiler.setenv("DFGNN_TORCH_NATIVE", "1")
     with pytest.raises(RuntimeError, match="required .DFGNN_TORCH_NATIVE=1. but unavailable"):

@@ -40,6 +40,8 @@ _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # site-packages/dfgnn: l
 
 _state = None  # (torch.ops.dfgnn_native or None, status dict), once decided
 _background = None  # mode auto, library not built yet: {"thread", "path" or "error"} of its build
+_FAILED = "build.failed"  # in a key's directory: the reason its last build failed
+_TEMP_PREFIX = "building-"  # a build's temporary library, renamed into place when it is whole
 
 
 def _mode():
@@ -136,7 +138,12 @@ def build():
             return target
         print(f"dfgnn.torch: building the native ops for torch {torch.__version__} into {directory} (once)",
               file=sys.stderr, flush=True)
-        fd, temp = tempfile.mkstemp(dir=directory, suffix=".so")
+        # Temporary files left by a builder that died (a process that exited during its background
+        # build): only the lock's holder makes one, so none is in use now.
+        for stale in directory.glob(f"{_TEMP_PREFIX}*.so"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=_TEMP_PREFIX, suffix=".so")
         os.close(fd)
         log = directory / "build.log"
         try:
@@ -163,7 +170,6 @@ def build():
     return target
 
 
-_FAILED = "build.failed"  # in a key's directory: the reason its last build failed
 
 
 def _built():
@@ -197,6 +203,16 @@ def _build_in_background():
     job["thread"] = threading.Thread(target=work, name="dfgnn-native-build", daemon=True)
     _background = job
     job["thread"].start()
+
+
+def _forget_background_in_child():
+    """A forked child (a DataLoader worker) has no build thread: it decides again if it needs the ops."""
+    global _background, _state
+    if _background is not None:
+        _background, _state = None, None
+
+
+os.register_at_fork(after_in_child=_forget_background_in_child)
 
 
 def _decide():
