@@ -53,6 +53,7 @@ def native_lib():
 def fresh_state(monkeypatch):
     """_native decides again (and the decision is undone after the test)."""
     monkeypatch.setattr(_native, "_state", None)
+    monkeypatch.setattr(_native, "_builder", None)
     return monkeypatch
 
 
@@ -79,6 +80,12 @@ p = prepared()
 gone = prepared()
 gone_address = gone.address()
 del gone
+try:
+    torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address, op._address, "a\\0b")
+except RuntimeError as e:
+    assert "the schedule holds a NUL" in str(e), str(e)
+else:
+    raise AssertionError("a schedule with a NUL was taken")
 del g, op  # the Prepared copied the op and holds its own graph reference
 import gc; gc.collect()
 q = torch.randn(3, 2, 4)
@@ -141,22 +148,26 @@ def failing_compiler(fresh_state, tmp_path):
     return fresh_state
 
 
+def _slow_failing_compiler(monkeypatch, tmp_path):
+    slow = tmp_path / "slow-failing-cxx"
+    slow.write_text("#!/bin/sh\nsleep 3\nexit 1\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("CXX", str(slow))
+    monkeypatch.setenv("DFGNN_TORCH_NATIVE", "auto")
+    monkeypatch.setattr(_native, "_builder", None)
+
+
 @requires_torch
 def test_failed_build_falls_back_with_a_warning(failing_compiler, tmp_path):
-    """Mode auto builds in the background: calls take the Python path meanwhile, and the call after
-    the build failed warns once and stays on it."""
-    slow = tmp_path / "slow-failing-cxx"
-    slow.write_text("#!/bin/sh\nsleep 1\nexit 1\n")
-    slow.chmod(0o755)
-    failing_compiler.setenv("CXX", str(slow))
-    failing_compiler.setenv("DFGNN_TORCH_NATIVE", "auto")
-    failing_compiler.setattr(_native, "_background", None)
+    """Mode auto builds in a detached process: calls take the Python path meanwhile, and the call
+    after the build failed warns once and stays on it."""
+    _slow_failing_compiler(failing_compiler, tmp_path)
     assert _native.ops() is None
     assert _native.status()["reason"].startswith("building in the background")
     with pytest.warns(RuntimeWarning, match="runs its Python call path"):
         s = _native.status(wait=True)
     assert "failed (exit 1" in s["reason"] and not s["available"]
-    assert _native._background is None and _native.ops() is None  # decided: no second build
+    assert _native._builder is None and _native.ops() is None  # decided: no second build
     assert not list(tmp_path.glob("native-ops-*/*.so")), "a failed build left a temporary library"
     # a later process (a fresh decision, the same compiler) does not compile again, and says why
     # without a warning
@@ -170,10 +181,32 @@ def test_failed_build_falls_back_with_a_warning(failing_compiler, tmp_path):
 
 
 @requires_torch
+def test_waiting_for_the_status_as_the_first_call_waits(failing_compiler, tmp_path):
+    _slow_failing_compiler(failing_compiler, tmp_path)
+    with pytest.warns(RuntimeWarning, match="runs its Python call path"):
+        s = _native.status(wait=True)
+    assert "failed (exit 1" in s["reason"], s
+
+
+@requires_torch
+def test_an_interrupted_build_is_not_remembered_as_failed(failing_compiler, tmp_path):
+    """A compiler killed by a signal (Ctrl-C reaches it) leaves no failure marker: the next process
+    builds again."""
+    killed = tmp_path / "killed-cxx"
+    killed.write_text("#!/bin/sh\nkill -INT $$\n")
+    killed.chmod(0o755)
+    failing_compiler.setenv("CXX", str(killed))
+    failing_compiler.setenv("DFGNN_TORCH_NATIVE", "1")
+    with pytest.raises(RuntimeError, match="failed .exit -2"):
+        _native.ops()
+    assert not list(tmp_path.glob(f"native-ops-*/{_native._FAILED}"))
+
+
+@requires_torch
 def test_auto_loads_a_built_library_at_once(native_lib, fresh_state):
     """Mode auto with the library built (the cache this module's fixture filled): loaded by the first call."""
     fresh_state.setenv("DFGNN_TORCH_NATIVE", "auto")
-    fresh_state.setattr(_native, "_background", None)
+    fresh_state.setattr(_native, "_builder", None)
     assert _native.ops() is not None
     s = _native.status()
     assert s["available"] and s["library"] == str(native_lib)
@@ -206,16 +239,16 @@ def test_a_dead_builders_temporary_file_is_removed(failing_compiler, tmp_path):
 
 @requires_torch
 def test_a_forked_child_forgets_the_parents_build(fresh_state):
-    """A forked child (a DataLoader worker) has no build thread; it decides again when it needs the ops."""
+    """A forked child (a DataLoader worker) did not start the builder; it decides again when it needs the ops."""
     import os
-    fresh_state.setattr(_native, "_background", {"thread": None})
+    fresh_state.setattr(_native, "_builder", {"process": None, "stderr": None, "next_poll": 0.0})
     fresh_state.setattr(_native, "_state", (None, {}))
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if _native._background is None and _native._state is None else 1)
+        os._exit(0 if _native._builder is None and _native._state is None else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    assert _native._background is not None  # the parent's is untouched
+    assert _native._builder is not None  # the parent's is untouched
 
 
 @requires_torch
@@ -297,6 +330,34 @@ def test_native_matches_the_python_path_bitwise(model, edge_features, dropout, m
         assert calls == ["attention"], "the warm call did not take the native path"
         for a, b in zip([python[1][0]] + python[1][1], [native[0]] + native[1]):
             torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("model", ["gat", "gatv2", "transformer", "agnn"])
+@pytest.mark.parametrize("edge_features", [False, True])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_native_first_calls_match_the_python_path_bitwise(model, edge_features, dropout, monkeypatch):
+    """A new graph's first call and backward, native against Python: every model, with edge
+    features and dropout (a device seed tensor), as each mini-batch step runs them."""
+    if edge_features and model == "agnn":
+        pytest.skip("AGNN takes no edge features")
+    device = torch.device("cuda")
+    n, e = 200, 1500
+    ei = torch.randint(0, n, (2, e), generator=torch.Generator().manual_seed(3))
+    seed = torch.tensor([424242], device=device)
+    real_ops = _opted_in(monkeypatch)
+    results = []
+    for native in (False, True):
+        g = dfgnn.Graph(ei.numpy(), num_nodes=n)  # a new graph: the first call of its kind
+        t, edge = _tensors(model, n, g.num_edges, 2, 8, edge_features, device)
+        go = torch.randn(n, 2, 8, device=device, generator=torch.Generator(device=device).manual_seed(5))
+        calls = []
+        monkeypatch.setattr(_native, "ops", (lambda: _Counting(real_ops, calls)) if native else (lambda: None))
+        results.append(_run(model, g, t, edge, dropout, seed, go))
+        assert calls == (["attention"] if native else [])
+    (out_p, grads_p), (out_n, grads_n) = results
+    for a, b in zip([out_p] + grads_p, [out_n] + grads_n):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
 
 
 @requires_torch_cuda

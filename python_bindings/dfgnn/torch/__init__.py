@@ -97,10 +97,10 @@ def native_status(wait=False):
     builds it ahead of time). On the H200 they cost 0.63x the Python autograd Functions' host time
     per forward call and 0.68x per forward+backward (bench/results/2026-12-01d-h200.md).
     Returns ``{"mode", "available", "library", "reason"}``: ``mode`` is ``DFGNN_TORCH_NATIVE``
-    (``auto``, the default: load on first use, or build in the background while calls take the
+    (``auto``, the default: load on first use, or build in a detached process while calls take the
     Functions; a failed build falls back with one warning; ``1``: build and wait, a failure is an
     error; ``0``: never), ``library`` the built file, ``reason`` why they are not in use. Calling it
-    decides (and starts a build) if no CUDA call has yet; ``wait=True`` waits for a background build."""
+    decides (and starts a build) if no CUDA call has yet; ``wait=True`` waits for that build."""
     from . import _native
     return _native.status(wait)
 

@@ -186,13 +186,13 @@ def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor
         prep = _native_prepared(model, g, tensors, values, schedule, dropout)
         if prep is None:
             return None
-    native = prep.native
-    if native is None:
-        script = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address,
-                                                     prep.op._address, schedule)
-        # (the script object, which this _Prepared keeps alive, and the address the op takes)
-        native = prep.native = (script, script.address())
     try:
+        native = prep.native
+        if native is None:
+            script = torch.classes.dfgnn_native.Prepared(_dfgnn.default_context()._address, g._h._address,
+                                                         prep.op._address, schedule)
+            # (the script object, which this _Prepared keeps alive, and the address the op takes)
+            native = prep.native = (script, script.address())
         out = ops.attention(native[1], *tensors, *_NONES[len(tensors):], seed_tensor,
                             seed if dropout and seed_tensor is None else 0)
     except RuntimeError:

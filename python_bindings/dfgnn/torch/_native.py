@@ -8,9 +8,9 @@ compiler (``CXX``, else ``c++``) and the CUDA runtime headers (the CUDA Toolkit'
 torch's nvidia wheels). Where it cannot be built, dfgnn.torch runs the same kernels through its
 Python autograd Functions, with one warning saying why.
 
-``DFGNN_TORCH_NATIVE``: ``auto`` (the default: load on first use, or build in the background while
-calls take the Python path; a failed build falls back with one warning, and later processes do not
-compile it again), ``1`` (required: built on first use, waiting for it, also after a failed build;
+``DFGNN_TORCH_NATIVE``: ``auto`` (the default: load on first use, or build in a detached process
+while calls take the Python path; a failed build falls back with one warning, and later processes do
+not compile it again for a day), ``1`` (required: built on first use, waiting for it, also after a failed build;
 a failure is an error), ``0`` (the Python path). On the H200 the native path cost 0.63x the Python
 path's host time per forward call and 0.68x per forward+backward, in the user's call
 (bench/results/2026-12-01d-h200.md).
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 
 import torch
@@ -39,7 +40,7 @@ _SOURCE = pathlib.Path(__file__).with_name("_native_ops.cpp")
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # site-packages/dfgnn: libdfgnn.so.1, include/
 
 _state = None  # (torch.ops.dfgnn_native or None, status dict), once decided
-_background = None  # mode auto, library not built yet: {"thread", "path" or "error"} of its build
+_builder = None  # mode auto, library not built yet: {"process", "stderr", "next_poll"} of its builder
 _FAILED = "build.failed"  # in a key's directory: the reason its last build failed
 _TEMP_PREFIX = "building-"  # a build's temporary library, renamed into place when it is whole
 
@@ -122,9 +123,11 @@ def _cache_dir():
     return pathlib.Path(root)
 
 
-def build():
+def build(retry_failed=True):
     """Builds the native ops for this torch (or finds them built) and returns the library's path.
-    Raises RuntimeError with the reason (and the compiler's log) when it cannot."""
+    Raises RuntimeError with the reason (and the compiler's log) when it cannot. retry_failed=False
+    (mode auto's builder): a compile that failed less than a day ago is not run again (ranks waiting
+    on the lock would otherwise each compile and fail in turn)."""
     cmd, key = _build_inputs()
     directory = _cache_dir() / f"native-ops-{key}"
     target = directory / "dfgnn_native_ops.so"
@@ -136,10 +139,14 @@ def build():
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_file():
             return target
+        failed = None if retry_failed else _recent_failure(directory)
+        if failed:
+            raise RuntimeError(f"an earlier build failed (DFGNN_TORCH_NATIVE=1 or python -m dfgnn.torch._native "
+                               f"builds again): {failed}")
         print(f"dfgnn.torch: building the native ops for torch {torch.__version__} into {directory} (once)",
               file=sys.stderr, flush=True)
-        # Temporary files left by a builder that died (a process that exited during its background
-        # build): only the lock's holder makes one, so none is in use now.
+        # Temporary files left by a builder that was killed: only the lock's holder makes one, so
+        # none is in use now.
         for stale in directory.glob(f"{_TEMP_PREFIX}*.so"):
             with contextlib.suppress(OSError):
                 stale.unlink()
@@ -152,8 +159,9 @@ def build():
             if rc != 0:
                 tail = log.read_text(errors="replace").strip().splitlines()[-5:]
                 reason = f"building {_SOURCE.name} failed (exit {rc}; log {log}): " + " | ".join(tail)
-                with contextlib.suppress(OSError):  # later processes in mode auto do not compile it again
-                    (directory / _FAILED).write_text(reason)
+                if rc > 0:  # the compiler ran and failed (not a signal, e.g. Ctrl-C): remembered for a day
+                    with contextlib.suppress(OSError):
+                        (directory / _FAILED).write_text(reason)
                 raise RuntimeError(reason)
             umask = os.umask(0)
             os.umask(umask)
@@ -170,10 +178,22 @@ def build():
     return target
 
 
+_FAILURE_TTL_S = 86400  # a failed compile is retried by mode auto after a day (a fixed compiler, disk)
+
+
+def _recent_failure(directory):
+    """The reason the last compile of this key failed, if it failed less than a day ago, else None."""
+    marker = directory / _FAILED
+    try:
+        if time.time() - marker.stat().st_mtime < _FAILURE_TTL_S:
+            return marker.read_text(errors="replace")
+    except OSError:
+        pass
+    return None
 
 
 def _built():
-    """(the library's path when it is already built for this torch, else None; the reason its last
+    """(the library's path when it is already built for this torch, else None; the reason a recent
     build failed, else None). Both None also when it cannot be built here (build() says why)."""
     try:
         _, key = _build_inputs()
@@ -181,42 +201,46 @@ def _built():
         return None, None
     directory = _cache_dir() / f"native-ops-{key}"
     target = directory / "dfgnn_native_ops.so"
-    if target.is_file():
-        return target, None
-    try:
-        return None, (directory / _FAILED).read_text(errors="replace")
-    except OSError:
-        return None, None
+    return (target, None) if target.is_file() else (None, _recent_failure(directory))
 
 
-def _build_in_background():
-    """Mode auto without a built library: builds it on a daemon thread while calls take the Python
-    path (a first CUDA call does not wait 15-30 s for a compiler); the call after it finished loads it."""
-    global _background
-    job = {}
-
-    def work():
-        try:
-            job["path"] = build()
-        except Exception as e:  # noqa: BLE001 (reported by _decide on the caller's thread)
-            job["error"] = e
-    job["thread"] = threading.Thread(target=work, name="dfgnn-native-build", daemon=True)
-    _background = job
-    job["thread"].start()
+_POLL_S = 0.5  # while a builder runs, calls look at it at most this often
 
 
-def _forget_background_in_child():
-    """A forked child (a DataLoader worker) has no build thread: it decides again if it needs the ops."""
-    global _background, _state
-    if _background is not None:
-        _background, _state = None, None
+def _start_builder():
+    """Mode auto without a built library: builds it in a detached process (python -m
+    dfgnn.torch._native --background) while calls take the Python path. A first CUDA call does not
+    wait 15-30 s for a compiler, and a script that exits meanwhile (or is interrupted) does not stop
+    the build: the next process finds the library."""
+    global _builder
+    err = tempfile.TemporaryFile()
+    process = subprocess.Popen([sys.executable, "-m", "dfgnn.torch._native", "--background"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                               start_new_session=True, close_fds=True)
+    _builder = dict(process=process, stderr=err, next_poll=time.monotonic() + _POLL_S)
 
 
-os.register_at_fork(after_in_child=_forget_background_in_child)
+def _builder_error(builder):
+    """The reason a builder process gave for its failure (its last stderr line)."""
+    err = builder["stderr"]
+    err.seek(0)
+    lines = err.read().decode(errors="replace").strip().splitlines()
+    err.close()
+    return lines[-1] if lines else f"the builder exited with status {builder['process'].returncode}"
+
+
+def _forget_builder_in_child():
+    """A forked child (a DataLoader worker) did not start the builder: it decides again if it needs the ops."""
+    global _builder, _state
+    if _builder is not None:
+        _builder, _state = None, None
+
+
+os.register_at_fork(after_in_child=_forget_builder_in_child)
 
 
 def _decide():
-    global _background
+    global _builder
     mode = _mode()
     status = dict(mode=mode, available=False, library=None, reason=None)
     if mode == "0":
@@ -224,21 +248,30 @@ def _decide():
         return None, status
     try:
         if mode == "auto":
-            if _background is None:
+            builder = _builder
+            if builder is None:
                 path, failed = _built()
-                if failed:  # compiled and failed before: not again in every process (mode 1 retries)
-                    status["reason"] = f"an earlier build failed (DFGNN_TORCH_NATIVE=1 builds again): {failed}"
+                if failed:  # compiled and failed recently: not again in every process (mode 1 retries)
+                    status["reason"] = (f"an earlier build failed (DFGNN_TORCH_NATIVE=1 or python -m "
+                                        f"dfgnn.torch._native builds again): {failed}")
                     return None, status
                 if path is None:
-                    _build_in_background()
-            if _background is not None:
-                if _background["thread"].is_alive():
+                    _start_builder()
+                    builder = _builder
+            if builder is not None:
+                builder["next_poll"] = time.monotonic() + _POLL_S
+                if builder["process"].poll() is None:
                     status["reason"] = "building in the background (the Python path runs meanwhile)"
                     return None, status
-                job, _background = _background, None
-                if "error" in job:
-                    raise job["error"]
-        path = build()
+                _builder = None
+                if builder["process"].returncode != 0:
+                    raise RuntimeError(_builder_error(builder))
+                builder["stderr"].close()
+            path, _ = _built()  # mode auto never compiles on a caller's thread
+            if path is None:
+                raise RuntimeError("the background build ended without leaving the library in the cache")
+        else:
+            path = build()
         torch.ops.load_library(str(path))
         ops = torch.ops.dfgnn_native
         ops.attention  # noqa: B018 (resolves the op: fails here when the library did not register it)
@@ -254,25 +287,45 @@ def _decide():
     return ops, status
 
 
+_lock = threading.Lock()  # one decision at a time (threads may make their first CUDA calls together)
+
+
 def ops():
     """torch.ops.dfgnn_native once built and loaded, else None (decided once per process, or, while
-    mode auto builds the library in the background, again at each call until the build ended)."""
+    mode auto's builder runs, again every half second until it ended)."""
     global _state
-    if _state is None or _background is not None:
-        _state = _decide()
-    return _state[0]
+    state, builder = _state, _builder
+    if state is None or (builder is not None and time.monotonic() >= builder["next_poll"]):
+        with _lock:
+            if _state is None or _builder is not None:
+                _state = _decide()
+            state = _state
+    return state[0]
 
 
 def status(wait=False):
     """Whether the native eager path is in use: {"mode", "available", "library", "reason"} (decides
-    it; mode 1 builds the library if needed, mode auto starts its build in the background). wait:
-    first wait for a background build to end."""
-    job = _background
-    if wait and job is not None:
-        job["thread"].join()
+    it; mode 1 builds the library if needed, mode auto starts its builder). wait: also wait for the
+    builder to end."""
     ops()
+    builder = _builder
+    if wait and builder is not None:
+        builder["process"].wait()
+        builder["next_poll"] = 0.0
+        ops()
     return dict(_state[1])
 
 
+def _main(argv):
+    """python -m dfgnn.torch._native [--background]: builds the library (ahead of time, or as mode
+    auto's builder, which does not retry a recent failure) and prints its path."""
+    try:
+        print(build(retry_failed="--background" not in argv))
+    except RuntimeError as e:
+        print(f"dfgnn.torch._native: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 if __name__ == "__main__":
-    print(build())
+    sys.exit(_main(sys.argv[1:]))

@@ -50,9 +50,10 @@ using torch::autograd::variable_list;
 
 struct Prepared;
 
-// The live Prepareds, by address (see attention).
-std::mutex live_mutex;
-std::unordered_set<const Prepared*> live;
+// The live Prepareds, by address (see prepared_at). Never destroyed: a Prepared freed during the
+// process's teardown (held by a pending autograd node) may still look itself up here.
+std::mutex& live_mutex = *new std::mutex;
+std::unordered_set<const Prepared*>& live = *new std::unordered_set<const Prepared*>;
 
 struct Prepared : torch::CustomClassHolder {
   dfgnn_context_t context;
@@ -73,14 +74,18 @@ struct Prepared : torch::CustomClassHolder {
         graph(reinterpret_cast<dfgnn_graph_t>(static_cast<uintptr_t>(graph_handle))),
         op(*reinterpret_cast<const dfgnn_op_t*>(static_cast<uintptr_t>(op_address))),
         schedule(std::move(schedule_text)) {
+    // (the C API reads the text up to its first NUL: a schedule holding one would run another text;
+    // the Python path's binding refuses it by name)
+    if (schedule && schedule->find('\0') != std::string::npos) raise("dfgnn_native.Prepared: the schedule holds a NUL");
     dfgnn_status_t s = dfgnnGraphRetain(graph);
     if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGraphRetain");
     uint32_t mask = 0;
     s = dfgnnModelInputs(op.model, op.edge_features, &mask, nullptr);
     if (s == DFGNN_STATUS_SUCCESS) s = dfgnnGraphGetSize(graph, &nodes, &edges);
     if (s != DFGNN_STATUS_SUCCESS) {
+      const std::string message = dfgnnGetLastErrorMessage();  // before the release may replace it
       dfgnnGraphDestroy(graph);
-      fail(s, "dfgnn_native.Prepared");
+      raise(std::string("dfgnn_native.Prepared failed (") + dfgnnGetStatusString(s) + "): " + message);
     }
     for (int slot = 0; slot < DFGNN_NUM_INPUTS; ++slot)
       if (mask & (1u << slot)) slots.push_back(slot);
@@ -101,17 +106,22 @@ struct Prepared : torch::CustomClassHolder {
   // Runs call(op, launch) with a workspace from torch's caching allocator on the current stream;
   // when dispatch has changed the schedule since (e.g. after tuning) and the workspace is too
   // small, it asks for the size again and retries once, as the Python path does.
+  bool backward_unknown() const { return workspace_bytes[1].load() == kUnknown; }
+
+  // The direction's workspace size from the C API (it dispatches and plans the direction).
+  void query_workspace(dfgnn_direction_t direction) {
+    size_t bytes = 0;
+    const dfgnn_status_t s =
+        dfgnnGetWorkspaceSize(context, graph, &op, direction, schedule ? schedule->c_str() : nullptr, &bytes);
+    if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGetWorkspaceSize");
+    workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1].store(bytes);
+  }
+
   template <typename Call>
   void run(dfgnn_direction_t direction, const at::Tensor& like, const std::optional<at::Tensor>& seed,
            int64_t seed_value, const char* function, Call&& call) {
     std::atomic<size_t>& known = workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1];
-    if (known.load() == kUnknown) {
-      size_t bytes = 0;
-      const dfgnn_status_t s =
-          dfgnnGetWorkspaceSize(context, graph, &op, direction, schedule ? schedule->c_str() : nullptr, &bytes);
-      if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGetWorkspaceSize");
-      known.store(bytes);
-    }
+    if (known.load() == kUnknown) query_workspace(direction);
     dfgnn_op_t o = op;
     if (o.dropout > 0) o.dropout_seed = static_cast<uint64_t>(seed_value);
     dfgnn_launch_t launch{};
@@ -252,8 +262,11 @@ class Attention : public torch::autograd::Function<Attention> {
   }
 };
 
-// The Prepared at an address, as a new reference, or a refusal. The caller keeps the Prepared alive
-// across the call (dfgnn.torch's _Prepared holds it), so it cannot be destroyed meanwhile.
+// The Prepared at an address, as a new reference, or a refusal. The op's contract: its caller holds
+// a reference to that Prepared across the call (dfgnn.torch's _Prepared does), so it cannot be
+// destroyed meanwhile. The registry refuses made-up addresses and those of Prepareds already gone;
+// it cannot tell a freed address reused by a new Prepared, which only a caller breaking the
+// contract could pass.
 c10::intrusive_ptr<Prepared> prepared_at(int64_t address) {
   Prepared* raw = reinterpret_cast<Prepared*>(static_cast<uintptr_t>(address));
   const std::lock_guard<std::mutex> lock(live_mutex);
@@ -294,6 +307,15 @@ at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::o
       !(seed->is_cuda() && seed->device() == inputs[0].device() && seed->scalar_type() == at::kLong &&
         seed->numel() == 1 && seed->is_contiguous()))
     raise("dfgnn_native.attention: the seed tensor must be one int64 on the inputs' CUDA device");
+  // A call that will need a backward asks for the backward's workspace now, the first time: a
+  // schedule the backward cannot run is refused here, where the caller falls back to the Python
+  // path and its typed error, not inside autograd's backward.
+  if (at::GradMode::is_enabled() && prepared->backward_unknown())
+    for (const at::Tensor& t : inputs)
+      if (t.requires_grad()) {
+        prepared->query_workspace(DFGNN_BACKWARD);
+        break;
+      }
   // as a TensorList: autograd records the list's tensors as the op's inputs (a std::vector it would not)
   return Attention::apply(prepared, at::TensorList(inputs), seed, seed_value);
 }
