@@ -189,6 +189,17 @@ def test_waiting_for_the_status_as_the_first_call_waits(failing_compiler, tmp_pa
 
 
 @requires_torch
+def test_auto_without_what_the_build_needs_warns_at_once(fresh_state):
+    """Nothing to build with (here no CUDA runtime headers): mode auto starts no builder process and
+    says why at once."""
+    fresh_state.setenv("DFGNN_TORCH_NATIVE", "auto")
+    fresh_state.setattr(_native, "_cuda_include_dirs", lambda: [])
+    with pytest.warns(RuntimeWarning, match="no CUDA runtime headers"):
+        assert _native.ops() is None
+    assert _native._builder is None
+
+
+@requires_torch
 def test_an_interrupted_build_is_not_remembered_as_failed(failing_compiler, tmp_path):
     """A compiler killed by a signal (Ctrl-C reaches it) leaves no failure marker: the next process
     builds again."""

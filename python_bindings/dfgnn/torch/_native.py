@@ -194,11 +194,9 @@ def _recent_failure(directory):
 
 def _built():
     """(the library's path when it is already built for this torch, else None; the reason a recent
-    build failed, else None). Both None also when it cannot be built here (build() says why)."""
-    try:
-        _, key = _build_inputs()
-    except RuntimeError:
-        return None, None
+    build failed, else None). Raises RuntimeError naming what is missing when it cannot be built
+    here (a compiler, headers: no builder process is started for that)."""
+    _, key = _build_inputs()
     directory = _cache_dir() / f"native-ops-{key}"
     target = directory / "dfgnn_native_ops.so"
     return (target, None) if target.is_file() else (None, _recent_failure(directory))
