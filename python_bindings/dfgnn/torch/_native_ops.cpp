@@ -103,9 +103,6 @@ struct Prepared : torch::CustomClassHolder {
   Prepared(const Prepared&) = delete;
   Prepared& operator=(const Prepared&) = delete;
 
-  // Runs call(op, launch) with a workspace from torch's caching allocator on the current stream;
-  // when dispatch has changed the schedule since (e.g. after tuning) and the workspace is too
-  // small, it asks for the size again and retries once, as the Python path does.
   bool backward_unknown() const { return workspace_bytes[1].load() == kUnknown; }
 
   // The direction's workspace size from the C API (it dispatches and plans the direction).
@@ -117,6 +114,9 @@ struct Prepared : torch::CustomClassHolder {
     workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1].store(bytes);
   }
 
+  // Runs call(op, launch) with a workspace from torch's caching allocator on the current stream;
+  // when dispatch has changed the schedule since (e.g. after tuning) and the workspace is too
+  // small, it asks for the size again and retries once, as the Python path does.
   template <typename Call>
   void run(dfgnn_direction_t direction, const at::Tensor& like, const std::optional<at::Tensor>& seed,
            int64_t seed_value, const char* function, Call&& call) {
