@@ -411,6 +411,47 @@ def test_a_refused_first_call_raises_the_python_paths_error(monkeypatch):
     assert calls == [] and not _calls._launches.get(g)
 
 
+@requires_torch_cuda
+@pytest.mark.parametrize("case", ["att_src [H, D+1]", "edge [E, 2H]"])
+def test_refused_gat_inputs_raise_the_python_paths_error(case, monkeypatch):
+    """The native op's shape checks beyond the features: a wrong attention vector, a wrong GAT edge
+    input (the binding's messages, through the Python path; nothing cached)."""
+    from dfgnn.torch import _calls
+    device = torch.device("cuda")
+    g = dfgnn.Graph(np.array([[0, 1, 2, 3], [1, 2, 3, 0]]), num_nodes=4)
+    h = torch.randn(4, 2, 4, device=device)
+    att_src, att_dst = torch.randn(2, 4, device=device), torch.randn(2, 4, device=device)
+    edge = None
+    if case.startswith("att_src"):
+        att_src, want = torch.randn(2, 5, device=device), r"must have shape \[H, D\]"
+    else:
+        edge, want = torch.randn(g.num_edges, 4, device=device), r"must have shape \[E, H\]"
+    calls = []
+    real_ops = _opted_in(monkeypatch)
+    monkeypatch.setattr(_native, "ops", lambda: _Counting(real_ops, calls))
+    with pytest.raises(dfgnn.InvalidArgumentError, match=want):
+        dt.gat(g, h, att_src, att_dst, edge=edge)
+    assert calls == [] and not _calls._launches.get(g)
+
+
+@requires_torch_cuda
+def test_attention_vectors_shaped_as_pyg_parameters_run_natively(monkeypatch):
+    """[1, H, D] attention vectors (PyG's parameter shape), which the binding accepts, run natively
+    with the Python path's results."""
+    device = torch.device("cuda")
+    h = torch.randn(6, 2, 4, device=device)
+    att_src, att_dst = torch.randn(1, 2, 4, device=device), torch.randn(1, 2, 4, device=device)
+    real_ops = _opted_in(monkeypatch)
+    outs = []
+    for native in (False, True):
+        g = dfgnn.Graph(np.array([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]]), num_nodes=6)
+        calls = []
+        monkeypatch.setattr(_native, "ops", (lambda: _Counting(real_ops, calls)) if native else (lambda: None))
+        outs.append(dt.gat(g, h, att_src, att_dst))
+        assert calls == (["attention"] if native else [])
+    torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+
+
 class _Counting:
     """torch.ops.dfgnn_native seen through a recorder of the op calls that returned (a failed native
     call falls back to the Python path, which must not count as the native path taken)."""
