@@ -58,9 +58,17 @@ class _Prepared:
         return None if nbytes == 0 else torch.empty(nbytes, dtype=torch.uint8, device=self.device)
 
 
-def _launch_key(model, params, schedule, tensors):
-    return (model, schedule, tuple(params.values()),
-            tuple([(t.shape, t.dtype, t.get_device()) for t in tensors]))
+def _launch_key(model, option_values, schedule, tensors):
+    """The cache key of a kind, for both call paths: the model, the schedule, the op's option values
+    (ModelSpec.params' order: the model's options, then dropout) and each tensor's shape, dtype and
+    device."""
+    return (model, schedule, tuple(option_values), tuple([(t.shape, t.dtype, t.get_device()) for t in tensors]))
+
+
+def _new_prepared(model, g, first, params, schedule, edge_features):
+    """A new kind's _Prepared: its op (make_op checks the options) for features like first."""
+    op = make_op(model, str(first.dtype), first.shape[1], first.shape[2], edge_features=edge_features, **params)
+    return _Prepared(op, schedule, first.get_device(), (g.num_nodes, first.shape[1], first.shape[2]))
 
 
 def _pointers(tensors):
@@ -106,7 +114,7 @@ class _OnDevice:
 
 def _cuda_forward(g, model, inputs, params, schedule, seed, first):
     tensors = tuple(inputs.values())
-    key = _launch_key(model, params, schedule, tensors)
+    key = _launch_key(model, params.values(), schedule, tensors)
     cache = _launches.get(g)
     prep = None if cache is None else cache.get(key)
     fresh = prep is None
@@ -115,9 +123,7 @@ def _cuda_forward(g, model, inputs, params, schedule, seed, first):
             raise invalid_argument(f"CUDA features must be float32, float16 or bfloat16, got {first.dtype}",
                                    kind="dtype")
         _bind_device(g, first)
-        op = make_op(model, str(first.dtype), first.shape[1], first.shape[2], edge_features="edge" in inputs,
-                     **params)
-        prep = _Prepared(op, schedule, first.get_device(), (g.num_nodes, first.shape[1], first.shape[2]))
+        prep = _new_prepared(model, g, first, params, schedule, "edge" in inputs)
     out = first.new_empty(prep.out_shape)
     lse = first.new_empty(prep.lse_shape, dtype=torch.float32)
     seed_int, seed_ptr = _seed_args(seed)
@@ -142,13 +148,10 @@ def _cuda_forward(g, model, inputs, params, schedule, seed, first):
 def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed):
     tensors = tuple(inputs.values())
     cache = _launches.get(g)
-    prep = None if cache is None else cache.get(_launch_key(model, params, schedule, tensors))
+    prep = None if cache is None else cache.get(_launch_key(model, params.values(), schedule, tensors))
     if prep is None:  # a backward without this process's forward (e.g. a custom op called on its own)
         _bind_device(g, tensors[0])
-        first = tensors[0]
-        op = make_op(model, str(first.dtype), first.shape[1], first.shape[2], edge_features="edge" in inputs,
-                     **params)
-        prep = _Prepared(op, schedule, first.get_device(), tuple(out.shape))
+        prep = _new_prepared(model, g, tensors[0], params, schedule, "edge" in inputs)
     grads = {k: torch.empty_like(v) for k, v in inputs.items()}
     seed_int, seed_ptr = _seed_args(seed)
     with _OnDevice(prep.device):
@@ -178,7 +181,7 @@ def _native_call(model, g, tensors, values, schedule, dropout, seed, seed_tensor
     ops = _native.ops()  # first: with the native ops off a call pays nothing more here
     if ops is None or g._h is None:
         return None
-    key = (model, schedule, (*values, dropout), tuple([(t.shape, t.dtype, t.get_device()) for t in tensors]))
+    key = _launch_key(model, (*values, dropout), schedule, tensors)
     cache = _launches.get(g)
     prep = None if cache is None else cache.get(key)
     fresh = prep is None
@@ -212,11 +215,9 @@ def _native_prepared(model, g, tensors, values, schedule, dropout):
     spec = SPECS[model]
     params = dict(zip([o.name for o in spec.options], values), dropout=dropout)
     try:
-        op = make_op(model, str(first.dtype), first.shape[1], first.shape[2],
-                     edge_features=len(tensors) > len(spec.inputs), **params)
+        return _new_prepared(model, g, first, params, schedule, len(tensors) > len(spec.inputs))
     except Exception:  # noqa: BLE001 (the Python path raises the same error, from its own call)
         return None
-    return _Prepared(op, schedule, first.get_device(), (g.num_nodes, first.shape[1], first.shape[2]))
 
 
 def _run_forward(g, model, inputs, params, schedule, seed=0):

@@ -123,14 +123,19 @@ def _cache_dir():
     return pathlib.Path(root)
 
 
+def _cache_paths(key):
+    """(the directory of a build key, the library built there)."""
+    directory = _cache_dir() / f"native-ops-{key}"
+    return directory, directory / "dfgnn_native_ops.so"
+
+
 def build(retry_failed=True):
     """Builds the native ops for this torch (or finds them built) and returns the library's path.
     Raises RuntimeError with the reason (and the compiler's log) when it cannot. retry_failed=False
     (mode auto's builder): a compile that failed less than a day ago is not run again (ranks waiting
     on the lock would otherwise each compile and fail in turn)."""
     cmd, key = _build_inputs()
-    directory = _cache_dir() / f"native-ops-{key}"
-    target = directory / "dfgnn_native_ops.so"
+    directory, target = _cache_paths(key)
     if target.is_file():
         return target
     directory.mkdir(parents=True, exist_ok=True)
@@ -196,9 +201,7 @@ def _built():
     """(the library's path when it is already built for this torch, else None; the reason a recent
     build failed, else None). Raises RuntimeError naming what is missing when it cannot be built
     here (a compiler, headers: no builder process is started for that)."""
-    _, key = _build_inputs()
-    directory = _cache_dir() / f"native-ops-{key}"
-    target = directory / "dfgnn_native_ops.so"
+    directory, target = _cache_paths(_build_inputs()[1])
     return (target, None) if target.is_file() else (None, _recent_failure(directory))
 
 
