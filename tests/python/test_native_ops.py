@@ -203,8 +203,12 @@ def test_auto_without_what_the_build_needs_warns_at_once(fresh_state):
 def test_an_interrupted_build_is_not_remembered_as_failed(failing_compiler, tmp_path):
     """A compiler killed by a signal (Ctrl-C reaches it) leaves no failure marker: the next process
     builds again."""
+    import sys
     killed = tmp_path / "killed-cxx"
-    killed.write_text("#!/bin/sh\nkill -INT $$\n")
+    # SIGINT restored first: a shell started where SIGINT is ignored (a job run in the background
+    # without job control, as CI may run it) cannot be interrupted by it, nor reset it.
+    killed.write_text(f"#!{sys.executable}\nimport os, signal\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                      "os.kill(os.getpid(), signal.SIGINT)\n")
     killed.chmod(0o755)
     failing_compiler.setenv("CXX", str(killed))
     failing_compiler.setenv("DFGNN_TORCH_NATIVE", "1")
@@ -260,6 +264,17 @@ def test_a_forked_child_forgets_the_parents_build(fresh_state):
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert _native._builder is not None  # the parent's is untouched
+
+
+@requires_torch
+def test_a_compiler_that_writes_nothing_is_a_failed_build(failing_compiler, tmp_path):
+    """A compiler exiting 0 without output (mkstemp's empty file stays empty) is a failed build that
+    says so, not a library that cannot be loaded."""
+    failing_compiler.setenv("CXX", shutil.which("true") or "/bin/true")
+    failing_compiler.setenv("DFGNN_TORCH_NATIVE", "1")
+    with pytest.raises(RuntimeError, match="the compiler exited 0 but wrote no library"):
+        _native.ops()
+    assert not list(tmp_path.glob("native-ops-*/*.so"))
 
 
 @requires_torch

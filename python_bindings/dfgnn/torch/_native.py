@@ -168,6 +168,11 @@ def build(retry_failed=True):
                     with contextlib.suppress(OSError):
                         (directory / _FAILED).write_text(reason)
                 raise RuntimeError(reason)
+            if os.path.getsize(temp) == 0:  # mkstemp's empty file: the compiler wrote nothing
+                reason = f"the compiler exited 0 but wrote no library (log {log}): {cmd[0]}"
+                with contextlib.suppress(OSError):
+                    (directory / _FAILED).write_text(reason)
+                raise RuntimeError(reason)
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(temp, 0o755 & ~umask)  # mkstemp made it 0600: others sharing the cache load it too
