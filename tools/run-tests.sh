@@ -8,17 +8,36 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${DFGNN_BUILD_DIR:-build}
 tools/setup.sh "$build"
-status=0
-ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "$@" || status=$?
+failed=()
+logs=$build/test-logs
+mkdir -p "$logs"
+# Each part's output is shown as it runs and kept in $logs/<part>.log; a failed part's tail is
+# printed again at the end, since a CI report may show only the last lines of the run.
+part() {
+  local name=$1 rc=0
+  shift
+  "$@" 2>&1 | tee "$logs/$name.log" || rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || failed+=("$name")
+}
+part ctest ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "$@"
 # The libFuzzer targets (tests/fuzz, tools/fuzz.sh): one clang build of their own, the regression inputs
 # replayed, then DFGNN_FUZZ_SECONDS of fuzzing in all (default 60; 0 skips the step).
 if [ "${DFGNN_FUZZ_SECONDS:-60}" != 0 ]; then
-  DFGNN_FUZZ_TOTAL_SECONDS=${DFGNN_FUZZ_SECONDS:-60} DFGNN_FUZZ_BUILD_DIR="$build-fuzz" tools/fuzz.sh || status=$?
+  part fuzz env DFGNN_FUZZ_TOTAL_SECONDS="${DFGNN_FUZZ_SECONDS:-60}" DFGNN_FUZZ_BUILD_DIR="$build-fuzz" tools/fuzz.sh
 fi
 # The Python package, installed with pip into $build/python-venv, and its pytest suite.
-DFGNN_BUILD_DIR="$build" tools/python-tests.sh || status=$?
+part python-tests env DFGNN_BUILD_DIR="$build" tools/python-tests.sh
 # The documentation (Sphinx, warnings as errors) from that venv's dfgnn and the built tools.
-DFGNN_BUILD_DIR="$build" tools/docs.sh || status=$?
+part docs env DFGNN_BUILD_DIR="$build" tools/docs.sh
 # The wheel python-tests.sh built, repaired (manylinux) and tested where nothing of the build machine is.
-DFGNN_BUILD_DIR="$build" tools/wheel-test.sh || status=$?
-exit "$status"
+part wheel-test env DFGNN_BUILD_DIR="$build" tools/wheel-test.sh
+if ((${#failed[@]})); then
+  for name in "${failed[@]}"; do
+    echo "===== run-tests: $name failed; the end of its output ($logs/$name.log):"
+    grep -E "FAILED|ERROR|Failed|\*\*\*|failed|error:" "$logs/$name.log" | tail -30 || true
+    tail -25 "$logs/$name.log"
+  done
+  echo "run-tests: FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "run-tests: every part passed"
