@@ -85,6 +85,57 @@ FEATURES = {
 }
 FEATURE_NAMES = list(FEATURES)
 
+
+def _bytes_per_row(op):
+    return op["heads"] * op["dim"] * DTYPE_BYTES[op["dtype"]]
+
+
+def _hub_edge_share(fp):
+    """A floor on the share of edges in rows of degree >= 64: each hub row counted at its
+    threshold bin's lower edge (hub_rows[k] = rows of degree >= 2^(k+6))."""
+    h = fp["hub_rows"]
+    floor = sum((h[k] - (h[k + 1] if k + 1 < len(h) else 0)) * 2 ** (k + 6) for k in range(len(h)))
+    return floor / max(fp["num_edges"], 1)
+
+
+# Features the runtime does not compute, for the --variants experiment only (computed from the
+# fingerprint and op alone, as FEATURES; a variant adopted moves its features into FEATURES and
+# the runtime's kFeatures).
+CANDIDATE_FEATURES = {
+    # the degree distribution's shape, free of its scale
+    "log2_max_over_mean": lambda fp, op: math.log2((fp["max_degree"] + 1) / (fp["mean_degree"] + 1)),
+    "log2_p99_over_mean": lambda fp, op: math.log2((fp["p99"] + 1) / (fp["mean_degree"] + 1)),
+    "row_share_degree_ge_32": lambda fp, op: float(sum(fp["hist"][6:])),  # hist[b]: degree in [2^(b-1), 2^b)
+    "hub_edge_share": lambda fp, op: _hub_edge_share(fp),
+    # the work: bytes of one row's features, and those of all edges' / all nodes' gathers
+    "log2_row_bytes": lambda fp, op: math.log2(_bytes_per_row(op)),
+    "log2_edge_bytes": lambda fp, op: math.log2(max(fp["num_edges"], 1) * _bytes_per_row(op)),
+    "log2_node_bytes": lambda fp, op: math.log2(max(fp["num_nodes"], 1) * _bytes_per_row(op)),
+}
+SHAPE_FEATURES = ["log2_max_over_mean", "log2_p99_over_mean", "row_share_degree_ge_32", "hub_edge_share"]
+WORK_FEATURES = ["log2_row_bytes", "log2_edge_bytes", "log2_node_bytes"]
+
+
+def feature_value(name, fp, op):
+    return (FEATURES[name] if name in FEATURES else CANDIDATE_FEATURES[name])(fp, op)
+
+
+# What a fit is, besides its params: the features it may split on, the cost a leaf's list
+# minimises per case ("log": log regret, so the geomean; "band": log regret plus log 1.1 for a
+# case outside 10% of its best, the figure the goal counts), and splits made first, whatever
+# their gain, not counted in the depth (("pass", 0.5), ("pass", 1.5): one tree per pass).
+DEFAULT_VARIANT = {"features": FEATURE_NAMES, "cost": "log", "forced": ()}
+# The --variants experiment (bench/results/2026-12-01e-default-rule.md): a few principled
+# alternatives, all scored by the same leave-one-graph-out validation.
+VARIANTS = {
+    "base": DEFAULT_VARIANT,
+    "shape": dict(DEFAULT_VARIANT, features=FEATURE_NAMES + SHAPE_FEATURES),
+    "work": dict(DEFAULT_VARIANT, features=FEATURE_NAMES + WORK_FEATURES),
+    "shape+work": dict(DEFAULT_VARIANT, features=FEATURE_NAMES + SHAPE_FEATURES + WORK_FEATURES),
+    "band-cost": dict(DEFAULT_VARIANT, cost="band"),
+    "per-pass": dict(DEFAULT_VARIANT, forced=(("pass", 0.5), ("pass", 1.5))),
+}
+
 DEFAULT_PARAMS = {
     "max_depth": 4,        # levels of splits
     "min_leaf_cases": 12,  # cases in every leaf
@@ -211,15 +262,16 @@ def read_cases(path):
 
 class Data:
     """The cases as matrices: X (cases x features), L (cases x texts: log of the capped regret),
-    M (measured)."""
+    M (measured), C (the cost the fit minimises: L, or L with the band's step)."""
 
-    def __init__(self, cases, cap):
+    def __init__(self, cases, cap, variant=DEFAULT_VARIANT):
         self.cases = cases
         self.cap = cap
+        self.features = list(variant["features"])
         self.texts = sorted({s for c in cases for s in c["times"]} | {s for c in cases for s in c.get("slow", ())})
         col = {t: i for i, t in enumerate(self.texts)}
         n, t = len(cases), len(self.texts)
-        self.X = np.array([[FEATURES[f](c["fp"], c["op"]) for f in FEATURE_NAMES] for c in cases], dtype=float)
+        self.X = np.array([[feature_value(f, c["fp"], c["op"]) for f in self.features] for c in cases], dtype=float)
         self.L = np.full((n, t), math.log(cap))
         self.M = np.zeros((n, t), dtype=bool)
         self.hand = np.zeros(n)  # log regret of the hand rule, which answers where no leaf text is usable
@@ -232,33 +284,49 @@ class Data:
                 self.M[i, col[s]] = True
             self.hand[i] = math.log(min(c["times"][c["default"]] / best, cap))
         self.graphs = np.array([c["graph"] for c in cases])
+        if variant["cost"] == "log":
+            self.C, self.hand_cost = self.L, self.hand
+        elif variant["cost"] == "band":
+            band = math.log(1.10) + 1e-12
+            self.C = self.L + np.where(self.L > band, math.log(1.10), 0.0)
+            self.hand_cost = self.hand + np.where(self.hand > band, math.log(1.10), 0.0)
+        else:
+            raise FitError(f"unknown leaf cost {variant['cost']!r}")
 
 
 def leaf_schedules(data, rows, max_schedules):
-    """Greedy ordered list: each next text is the one that most lowers the summed log regret of the
-    rows, where a row takes the first text of the list measured there (the hand rule if none is).
-    Returns (text columns, summed log regret). (Insertions anywhere in the list, tried too, fitted
-    the training graphs better and the left-out ones worse.)"""
+    """Greedy ordered list: each next text is the one that most lowers the summed cost (log regret
+    unless the variant says otherwise) of the rows, where a row takes the first text of the list
+    measured there (the hand rule if none is). Returns (text columns, summed cost). (Insertions
+    anywhere in the list, tried too, fitted the training graphs better and the left-out ones worse.)"""
     rows = np.asarray(rows)
     cols = np.flatnonzero(data.M[rows].any(axis=0))  # texts measured in none of the rows cannot help
-    L, M = data.L[np.ix_(rows, cols)], data.M[np.ix_(rows, cols)]
-    current = data.hand[rows].copy()
+    C, M = data.C[np.ix_(rows, cols)], data.M[np.ix_(rows, cols)]
+    current = data.hand_cost[rows].copy()
     open_rows = np.ones(len(rows), dtype=bool)
     chosen = []
     for _ in range(max_schedules):
         if not open_rows.any() or len(cols) == 0:
             break
-        # The gain if text t were appended: open rows measuring t take L instead of the hand rule's.
-        gain = np.where(M & open_rows[:, None], current[:, None] - L, 0.0).sum(axis=0)
+        # The gain if text t were appended: open rows measuring t take its cost instead of the hand rule's.
+        gain = np.where(M & open_rows[:, None], current[:, None] - C, 0.0).sum(axis=0)
         gain[chosen] = -np.inf
         t = int(np.argmax(gain))  # the first maximum: the smallest text on ties
         if gain[t] <= 1e-12:
             break
         chosen.append(t)
         hit = open_rows & M[:, t]
-        current[hit] = L[hit, t]
+        current[hit] = C[hit, t]
         open_rows &= ~M[:, t]
     return [int(cols[t]) for t in chosen], float(current.sum())
+
+
+def served_log_regret(data, rows, chosen):
+    """Summed log regret of rows served by the text columns chosen (first measured one, else the hand rule)."""
+    total = 0.0
+    for i in rows:
+        total += next((data.L[i, t] for t in chosen if data.M[i, t]), data.hand[i])
+    return float(total)
 
 
 def best_split(data, rows, params):
@@ -269,7 +337,7 @@ def best_split(data, rows, params):
     _, base = leaf_schedules(data, rows, params["max_schedules"])
     best = None
     lo = params["min_leaf_cases"]
-    for f in range(len(FEATURE_NAMES)):
+    for f in range(len(data.features)):
         values = data.X[rows, f]
         order = np.argsort(values, kind="stable")
         v, sorted_rows = values[order], rows[order]
@@ -289,29 +357,39 @@ def best_split(data, rows, params):
     return best
 
 
-def fit_tree(data, rows, params):
-    """The tree as a list of nodes (index 0 the root; children after their parent)."""
+def fit_tree(data, rows, params, forced=()):
+    """The tree as a list of nodes (index 0 the root; children after their parent). forced: splits
+    (feature, threshold) made first where they divide the rows, not counted in the depth."""
     nodes = []
 
-    def grow(rows, depth):
+    def grow(rows, depth, forced):
         at = len(nodes)
         nodes.append(None)
-        split = best_split(data, rows, params) if depth < params["max_depth"] else None
+        def divides(split):
+            return 0 < int((data.X[rows, data.features.index(split[0])] <= split[1]).sum()) < len(rows)
+
+        while forced and not divides(forced[0]):  # a forced split that leaves one side empty is skipped
+            forced = forced[1:]
+        if forced:
+            (name, threshold), forced = forced[0], forced[1:]
+            split, depth = (None, data.features.index(name), threshold), depth - 1  # not counted in the depth
+        else:
+            split = best_split(data, rows, params) if depth < params["max_depth"] else None
         if split is None:
-            chosen, loss = leaf_schedules(data, rows, params["max_schedules"])
+            chosen, _ = leaf_schedules(data, rows, params["max_schedules"])
             nodes[at] = {"leaf": None, "schedules": [data.texts[t] for t in chosen], "cases": int(len(rows)),
                          "graphs": int(len(set(data.graphs[rows]))),
-                         "geomean_regret": round(math.exp(loss / len(rows)), 4)}
+                         "geomean_regret": round(math.exp(served_log_regret(data, rows, chosen) / len(rows)), 4)}
             return at
         _, f, threshold = split
         go_left = data.X[rows, f] <= threshold
-        node = {"feature": FEATURE_NAMES[f], "threshold": float(threshold)}
+        node = {"feature": data.features[f], "threshold": float(threshold)}
         nodes[at] = node
-        node["left"] = grow(rows[go_left], depth + 1)
-        node["right"] = grow(rows[~go_left], depth + 1)
+        node["left"] = grow(rows[go_left], depth + 1, forced)
+        node["right"] = grow(rows[~go_left], depth + 1, forced)
         return at
 
-    grow(np.asarray(rows), 0)
+    grow(np.asarray(rows), 0, tuple(forced))
     leaf_id = 0
     for node in nodes:
         if "leaf" in node:
@@ -324,7 +402,7 @@ def walk(nodes, fp, op):
     """The answering leaf node, as the runtime walks it (value <= threshold goes left)."""
     node = nodes[0]
     while "leaf" not in node:
-        node = nodes[node["left"] if FEATURES[node["feature"]](fp, op) <= node["threshold"] else node["right"]]
+        node = nodes[node["left"] if feature_value(node["feature"], fp, op) <= node["threshold"] else node["right"]]
     return node
 
 
@@ -355,25 +433,71 @@ def summarise(regrets):
             "worst_regret": round(float(r.max()), 4) if len(r) else None}
 
 
-def fit_rule(cases, params):
-    data = Data(cases, params["regret_cap"])
-    return fit_tree(data, np.arange(len(cases)), params)
+def fit_rule(cases, params, variant=DEFAULT_VARIANT):
+    data = Data(cases, params["regret_cap"], variant)
+    return fit_tree(data, np.arange(len(cases)), params, variant["forced"])
 
 
-def validate(cases, params):
+def validate(cases, params, variant=DEFAULT_VARIANT):
     """Leave one graph out: fit on the other graphs, score this graph's cases."""
     cap = params["regret_cap"]
     per_graph, fitted_all, hand_all = [], [], []
     for g in sorted({c["graph"] for c in cases}):
         train = [c for c in cases if c["graph"] != g]
         test = [c for c in cases if c["graph"] == g]
-        nodes = fit_rule(train, params)
+        nodes = fit_rule(train, params, variant)
         fitted = [rule_regret(nodes, c, cap) for c in test]
         hand = [regret_of(c, c["default"], cap) for c in test]
         fitted_all += fitted
         hand_all += hand
         per_graph.append({"graph": g, "fitted": summarise(fitted), "hand": summarise(hand)})
     return {"per_graph": per_graph, "fitted": summarise(fitted_all), "hand": summarise(hand_all)}
+
+
+def compare_variants(cases, params, names, nested=False):
+    """Each variant's leave-one-graph-out and in-sample figures. nested: also the figure of choosing
+    the variant without the left-out graph (by the best within-10% share of a leave-one-graph-out
+    on the other graphs, ties to the earlier variant), which the choice of one variant cannot flatter."""
+    cap = params["regret_cap"]
+    out = {}
+    for name in names:
+        v = VARIANTS[name]
+        nodes = fit_rule(cases, params, v)
+        out[name] = {"leave_one_graph_out": validate(cases, params, v)["fitted"],
+                     "in_sample": summarise([rule_regret(nodes, c, cap) for c in cases]),
+                     "leaves": sum(1 for n in nodes if "leaf" in n)}
+    if nested:
+        regrets, picks = [], {}
+        for g in sorted({c["graph"] for c in cases}):
+            train = [c for c in cases if c["graph"] != g]
+            inner = {n: validate(train, params, VARIANTS[n])["fitted"]["within_10pct"] for n in names}
+            pick = max(names, key=lambda n: (inner[n], -names.index(n)))
+            picks[g] = pick
+            nodes = fit_rule(train, params, VARIANTS[pick])
+            regrets += [rule_regret(nodes, c, cap) for c in cases if c["graph"] == g]
+        out["nested"] = {"leave_one_graph_out": summarise(regrets), "picks": picks}
+    return out
+
+
+def variants_markdown(result, names):
+    lines = ["| variant | features | leaf cost | forced splits | LOGO within 10% | LOGO geomean | LOGO worst | "
+             "in-sample within 10% | in-sample geomean | leaves |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        v, r = VARIANTS[name], result[name]
+        extra = [f for f in v["features"] if f not in FEATURE_NAMES]
+        lo, ins = r["leave_one_graph_out"], r["in_sample"]
+        lines.append(f"| {name} | {'base' + (' + ' + ', '.join(extra) if extra else '')} | {v['cost']} | "
+                     f"{', '.join(f'{f} <= {t:g}' for f, t in v['forced']) or '-'} | "
+                     f"{100 * lo['within_10pct']:.1f}% | {lo['geomean_regret']:.3f} | {lo['worst_regret']:.2f} | "
+                     f"{100 * ins['within_10pct']:.1f}% | {ins['geomean_regret']:.3f} | {r['leaves']} |")
+    if "nested" in result:
+        n = result["nested"]
+        lo = n["leave_one_graph_out"]
+        counts = {k: list(n["picks"].values()).count(k) for k in names}
+        lines += ["", f"Nested (the variant chosen without the left-out graph, by an inner leave-one-graph-out): "
+                  f"{100 * lo['within_10pct']:.1f}% within 10%, geomean {lo['geomean_regret']:.3f}; picks: "
+                  + ", ".join(f"{k} {c}" for k, c in counts.items() if c) + "."]
+    return "\n".join(lines) + "\n"
 
 
 def make_rule(cases, params, cases_doc_sha):
@@ -498,6 +622,11 @@ def main(argv=None):
     ap.add_argument("--rule", help="write the fitted rule here")
     ap.add_argument("--check", help="fit and compare with this committed rule; exit 1 if it differs")
     ap.add_argument("--report", help="write the validation as REPORT.md and REPORT.json")
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="VARIANT",
+                    help=f"compare these fit variants ({', '.join(VARIANTS)}) by leave-one-graph-out validation "
+                         "and print the table (Markdown); the rule itself is always fitted with the default")
+    ap.add_argument("--nested", action="store_true",
+                    help="with --variants: also choose the variant without each left-out graph (slow)")
     for k, v in DEFAULT_PARAMS.items():
         ap.add_argument("--" + k.replace("_", "-"), type=type(v), default=v)
     a = ap.parse_args(argv)
@@ -531,6 +660,9 @@ def main(argv=None):
                       f"bench/fit_default_rule.py --cases {cases_path} --rule {a.check}", file=sys.stderr)
                 return 1
             print(f"{a.check} matches the rule fitted on {cases_path}")
+        if a.variants:
+            names = list(dict.fromkeys(a.variants))
+            print(variants_markdown(compare_variants(cases, params, names, a.nested), names), end="")
         if a.report:
             validation = validate(cases, params)
             with open(a.report + ".json", "w") as f:

@@ -232,3 +232,74 @@ def test_bad_input_is_named(fit, tmp_path, capsys):
 @pytest.mark.skipif(not CASES.exists(), reason=f"{CASES} is not committed yet")
 def test_committed_rule_is_generated_from_the_committed_extract(fit):
     assert fit.main(["--cases", str(CASES), "--check", str(RULE)]) == 0
+
+
+def test_candidate_features_are_their_formulas(fit):
+    fp = fingerprint(1000, 900, 3)  # 8000 edges, hub rows [12, 6, 3, 0, ...]
+    fp["hist"] = [0.0] * 24
+    fp["hist"][3], fp["hist"][6], fp["hist"][9] = 0.9, 0.06, 0.04  # 10% of rows have degree >= 32
+    op = {"model": 2, "dtype": 2, "heads": 4, "dim": 64, "pass": 0, "variant": 8}  # bf16: 512 bytes a row
+    value = {name: fit.feature_value(name, fp, op) for name in fit.CANDIDATE_FEATURES}
+    assert value["log2_max_over_mean"] == pytest.approx(math.log2(901 / 9))
+    assert value["log2_p99_over_mean"] == pytest.approx(math.log2(31 / 9))
+    assert value["row_share_degree_ge_32"] == pytest.approx(0.10)
+    # 6 rows of degree in [64, 128), 3 in [128, 256), 3 at >= 256, each counted at its lower edge
+    assert value["hub_edge_share"] == pytest.approx((6 * 64 + 3 * 128 + 3 * 256) / 8000)
+    assert value["log2_row_bytes"] == pytest.approx(9.0)
+    assert value["log2_edge_bytes"] == pytest.approx(math.log2(8000 * 512))
+    assert value["log2_node_bytes"] == pytest.approx(math.log2(1000 * 512))
+    assert fit.feature_value("log2_nodes", fp, op) == pytest.approx(math.log2(1000))  # the rule's own too
+
+
+def test_forced_splits_come_first_and_are_skipped_where_they_do_not_divide(fit):
+    cases = synthetic_cases()
+    nodes = fit.fit_rule(cases, fit.DEFAULT_PARAMS, fit.VARIANTS["per-pass"])
+    assert (nodes[0]["feature"], nodes[0]["threshold"]) == ("pass", 0.5)
+    right = nodes[nodes[0]["right"]]
+    assert (right["feature"], right["threshold"]) == ("pass", 1.5)
+    left = nodes[nodes[0]["left"]]  # forward only: pass <= 1.5 does not divide it
+    assert left.get("feature") != "pass"
+    for c in cases:  # below the forced splits, each pass's tree still finds the known answer
+        assert fit.rule_regret(nodes, c, 3.0) < 1.03
+    forward = [c for c in cases if c["op"]["pass"] == 0]
+    assert fit.fit_rule(forward, fit.DEFAULT_PARAMS, fit.VARIANTS["per-pass"]) == fit.fit_rule(forward, fit.DEFAULT_PARAMS)
+
+
+def test_band_cost_prefers_more_cases_within_10_percent(fit):
+    # A is best in 6 rows and 1.5x in 4 (where C is best); B is 1.12x everywhere; the hand rule 2x.
+    # The geomean prefers B (no case within 10%), the band cost A (6 within 10%).
+    hand, a, b, c_ = "subwarp:lanes=4", "subwarp:lanes=8", "subwarp:lanes=16", "subwarp:lanes=32"
+    cases = []
+    for i in range(10):
+        times = {hand: 2.0, b: 1.12, a: 1.0 if i < 6 else 1.5}
+        if i >= 6:
+            times[c_] = 1.0
+        cases.append({"graph": f"g{i % 5}", "fp": fingerprint(1000 + i, 40, 0),
+                      "op": {"model": 0, "dtype": 0, "heads": 1, "dim": 32, "pass": 0, "variant": 8},
+                      "default": hand, "times": times})
+    rows = list(range(10))
+    for variant, expected in ((fit.DEFAULT_VARIANT, b), (fit.VARIANTS["band-cost"], a)):
+        data = fit.Data(cases, 3.0, variant)
+        chosen, _ = fit.leaf_schedules(data, rows, 1)
+        assert [data.texts[t] for t in chosen] == [expected]
+    # The leaf's recorded geomean is the regret's, whatever the cost.
+    data = fit.Data(cases, 3.0, fit.VARIANTS["band-cost"])
+    assert fit.served_log_regret(data, rows, [data.texts.index(a)]) == pytest.approx(4 * math.log(1.5))
+
+
+def test_variants_are_compared_by_the_same_validation(fit, tmp_path, capsys):
+    cases = synthetic_cases()
+    result = fit.compare_variants(cases, fit.DEFAULT_PARAMS, ["base", "per-pass"])
+    assert result["base"]["leave_one_graph_out"] == fit.validate(cases, fit.DEFAULT_PARAMS)["fitted"]
+    assert result["base"]["in_sample"]["within_10pct"] == 1.0
+    table = fit.variants_markdown(result, ["base", "per-pass"])
+    assert "| base | base | log | - | 100.0% |" in table
+    assert "| per-pass | base | log | pass <= 0.5, pass <= 1.5 |" in table
+    # Nested: each left-out graph's variant is chosen on the others. With 12 graphs, 24 cases a pass
+    # are too few for per-pass trees to split (12 cases a leaf), so base is chosen everywhere and
+    # the nested figure is its own leave-one-graph-out.
+    few = [c for c in cases if c["graph"][-1] in "0123"]
+    nested = fit.compare_variants(few, fit.DEFAULT_PARAMS, ["per-pass", "base"], nested=True)
+    assert nested["per-pass"]["leave_one_graph_out"]["within_10pct"] < 0.9
+    assert nested["nested"]["picks"] == {g: "base" for g in {c["graph"] for c in few}}
+    assert nested["nested"]["leave_one_graph_out"] == nested["base"]["leave_one_graph_out"] == fit.summarise([1.0] * 72)
