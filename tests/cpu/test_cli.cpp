@@ -454,6 +454,21 @@ TEST(Cli, GraphReportsFileErrorsInOneLine) {
 }
 #endif  // DFGNN_GRAPH_EXE
 
+#ifdef DFGNN_VERIFY_EXE
+// Before: the count was not checked; here the tool stopped at the missing GPU (exit 3), and on a
+// GPU 0 threads skipped the precompile without a word while a count the host could not start
+// ended in std::terminate.
+TEST(Cli, VerifyChecksTheThreadCount) {
+  for (const char* threads : {"0", "-3", "100000"}) {
+    SCOPED_TRACE(threads);
+    const Result r = run_tool(DFGNN_VERIFY_EXE, std::string("--quick --threads ") + threads, "timeout 60");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, fmt::format("dfgnn-verify: --threads {} must be in 1..1024", threads))) << r.output;
+  }
+}
+#endif  // DFGNN_VERIFY_EXE
+
 // ------------------------------------------------------------------ dfgnn-db: hostile text, help, full disk
 
 namespace {
