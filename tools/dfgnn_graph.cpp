@@ -128,7 +128,11 @@ int run(int argc, char** argv) {
     po::notify(vm);
   });
   if (cli::print_help_or_version(kTool, vm.count("help"), vm.count("version"), visible)) return 0;
+  // Before 16 << SCALE is computed, and so that a bad scale is not silently ignored for GRAPH.
+  if (vm.count("rmat-scale") && (rmat_scale < 1 || rmat_scale > 30))
+    throw cli::BadArgs{fmt::format("--rmat-scale {} is not a scale in 1..30", rmat_scale)};
   if (path.empty() && rmat_scale == 0) throw cli::BadArgs{"no GRAPH given (see --help)"};
+  if (!path.empty() && rmat_scale > 0) throw cli::BadArgs{"give GRAPH or --rmat-scale, not both"};
   cli::check_heads_dim(heads, dim);
   if (rmat_edges < 0) throw cli::BadArgs{fmt::format("--rmat-edges {} must be >= 0 (0: 16 per node)", rmat_edges)};
   if (vm.count("rmat-edges") && rmat_scale == 0) throw cli::BadArgs{"--rmat-edges needs --rmat-scale"};

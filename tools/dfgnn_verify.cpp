@@ -115,6 +115,12 @@ int run(int argc, char** argv) {
     std::cout << opts << "\n";
     return 0;
   }
+  // Checked before the GPU: 0 or fewer threads would skip the precompile without a word, and a
+  // thread count the host cannot start would end the tool in std::terminate.
+  if (threads < 1 || threads > 1024) {
+    fmt::print(stderr, "dfgnn-verify: --threads {} must be in 1..1024\n", threads);
+    return 2;
+  }
   dfgnn_context_t ctx = nullptr;
   dfgnnCreate(&ctx);
   int has_device = 0;

@@ -424,6 +424,9 @@ dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
     Context& c = deref<dfgnn_context>(ctx, "ctx").impl;
     const dfgnn_op_t& o = op_of(op);
     if (arch < 50 || arch > 200) fail(DFGNN_STATUS_INVALID_ARGUMENT, "arch {} is not a compute capability like 90", arch);
+    // Checked here too: without a graph nothing else does, and any other value would compile a backward.
+    if (direction != DFGNN_FORWARD && direction != DFGNN_BACKWARD)
+      fail(DFGNN_STATUS_INVALID_ARGUMENT, "direction {} is neither DFGNN_FORWARD nor DFGNN_BACKWARD", static_cast<int>(direction));
     SchedulePair s;
     if (graph != nullptr) {
       s = choose_schedules(c, graph_of(graph), o, direction, schedule, any_alignment(o));

@@ -41,7 +41,7 @@ double distance_from_environment() {
   if (v == nullptr) return calibrated;
   char* end = nullptr;
   const double d = std::strtod(v, &end);
-  if (end == v || d < 0) {
+  if (end == v || *end != '\0' || !(d >= 0)) {  // also NaN, which would disable the nearest level unsaid
     log().warn("DFGNN_NEAREST_MAX_DISTANCE='{}' is not a non-negative number; using {}", v, calibrated);
     return calibrated;
   }

@@ -347,7 +347,8 @@ EdgeList read_matrix_market(LineReader& in) {
   if (!rows || !cols || !nnz || *rows < 0 || *cols < 0 || *nnz < 0 || !next_token(rest).empty())
     parse_error(in, "expected the size line 'rows cols entries' (three non-negative integers)", line);
   if (*rows != *cols) parse_error(in, fmt::format("matrix is {} x {}, an adjacency matrix must be square", *rows, *cols), line);
-  check_declared_sizes(in, *rows, (mirror ? 2 : 1) * *nnz);
+  // A mirrored entry is two edges; a count already over the limit is not doubled (it could overflow).
+  check_declared_sizes(in, *rows, mirror && *nnz <= kMaxEdges ? 2 * *nnz : *nnz);
 
   const size_t hint = (mirror ? 2 : 1) * edge_reservation(in, *nnz, 4);  // "r c\n"
   std::vector<int64_t> src, dst;
@@ -550,6 +551,9 @@ EdgeList generate_planted_hubs(int64_t num_nodes, int32_t avg_degree, int32_t nu
   require(total <= static_cast<double>(kMaxEdges), "num_nodes * avg_degree + 2 * num_hubs * hub_degree = {} exceeds {} edges",
           total, kMaxEdges);
   const auto num_edges = static_cast<size_t>(num_nodes * avg_degree + 2 * num_hubs * hub_degree);
+  // Before anything num_nodes-sized is allocated (the hubs' bitmap); the status Graph::from_coo gives.
+  if (num_nodes > kMaxNodes)
+    fail(DFGNN_STATUS_INDEX_OVERFLOW, "num_nodes = {} exceeds dfgnn's limit of {} nodes", num_nodes, kMaxNodes);
 
   EdgeList out;
   out.num_nodes = num_nodes;

@@ -133,8 +133,10 @@ namespace solvers {
 
 void split_row(const RowSpan& row, int32_t chunk, HostPlan& plan, HostPlan::Part& part) {
   const int32_t first = plan.num_slots;
-  for (int32_t b = row.begin; b < row.end; b += chunk)
-    part.segments.push_back({row.row, b, std::min(row.end, b + chunk), plan.num_slots++});
+  // In 64 bits: chunk comes from schedule text and b + chunk may pass 2^31.
+  for (int64_t b = row.begin; b < row.end; b += chunk)
+    part.segments.push_back({row.row, static_cast<int32_t>(b), static_cast<int32_t>(std::min<int64_t>(row.end, b + chunk)),
+                             plan.num_slots++});
   plan.hubs.push_back({row.row, first, plan.num_slots - first, 0});
 }
 

@@ -417,6 +417,32 @@ TEST(Cli, GraphRejectsNegativeRmatEdges) {
   EXPECT_EQ(graph_tool("--rmat-edges 40 --no-ops x").code, 2);  // --rmat-edges without --rmat-scale
 }
 
+// Before: a scale outside 1..30 was not checked by the tool: with a GRAPH it was ignored (exit 0),
+// and 16 << SCALE was computed before the library refused it (undefined for SCALE >= 59); a
+// GRAPH given with --rmat-scale was ignored.
+TEST(Cli, GraphChecksTheRmatScale) {
+  const std::string cora = quote(std::string(DFGNN_SOURCE_DIR) + "/data/cora");
+  for (const char* scale : {"-1", "0", "31", "64"}) {
+    SCOPED_TRACE(scale);
+    const Result r = graph_tool(std::string("--no-ops --rmat-scale ") + scale + " " + cora);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, fmt::format("dfgnn-graph: --rmat-scale {} is not a scale in 1..30", scale)))
+        << r.output;
+  }
+  const Result both = graph_tool("--no-ops --rmat-scale 4 " + cora);
+  EXPECT_EQ(both.code, 2) << both.output;
+  EXPECT_TRUE(contains(both.output, "dfgnn-graph: give GRAPH or --rmat-scale, not both")) << both.output;
+}
+
+// Before: 2^40 nodes with a hub made a 2^40-bit bitmap first (here, under the ulimit, "out of host
+// memory"; without one the host ran out of memory).
+TEST(Cli, TuneRefusesAHugePlantedHubGraphBeforeAllocating) {
+  const Result r = run_tool(DFGNN_TUNE_EXE, "--heads 1 --dim 32 --hubs 1099511627776,0,1,0", "ulimit -v 8388608; timeout 60");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "num_nodes = 1099511627776 exceeds dfgnn's limit of 2147483646 nodes")) << r.output;
+}
+
 TEST(Cli, GraphReportsFileErrorsInOneLine) {
   TempDir dir;
   const std::string file = dir / "g.txt";
@@ -427,6 +453,21 @@ TEST(Cli, GraphReportsFileErrorsInOneLine) {
   EXPECT_TRUE(contains(r.output, "file ends after 1 edge lines, the header declares 2147483647")) << r.output;
 }
 #endif  // DFGNN_GRAPH_EXE
+
+#ifdef DFGNN_VERIFY_EXE
+// Before: the count was not checked; here the tool stopped at the missing GPU (exit 3), and on a
+// GPU 0 threads skipped the precompile without a word while a count the host could not start
+// ended in std::terminate.
+TEST(Cli, VerifyChecksTheThreadCount) {
+  for (const char* threads : {"0", "-3", "100000"}) {
+    SCOPED_TRACE(threads);
+    const Result r = run_tool(DFGNN_VERIFY_EXE, std::string("--quick --threads ") + threads, "timeout 60");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, fmt::format("dfgnn-verify: --threads {} must be in 1..1024", threads))) << r.output;
+  }
+}
+#endif  // DFGNN_VERIFY_EXE
 
 // ------------------------------------------------------------------ dfgnn-db: hostile text, help, full disk
 

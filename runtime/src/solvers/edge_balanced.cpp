@@ -61,7 +61,8 @@ class EdgeBalancedSolver final : public Solver {
     const int32_t edges = s.block_edges(), piece = std::max(1, edges / s.groups);
     HostPlan::Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
     HostPlan::Part groups{s.lanes, false, 0, HostPlan::kNoLimit, {}, true};
-    int32_t first = 0, cost = 0;
+    int32_t first = 0;
+    int64_t cost = 0;  // 64 bits: a group's cost plus the next row's may pass 2^31 when block_edges() is large
     auto close = [&](int32_t end) {
       if (end > first) groups.segments.push_back({first, end, rows.begin(first), rows.begin(end)});
     };
@@ -79,7 +80,7 @@ class EdgeBalancedSolver final : public Solver {
         first = i;
         cost = 0;
       }
-      cost += degree + 1;
+      cost += int64_t{degree} + 1;
     }
     close(rows.rows);
     if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
