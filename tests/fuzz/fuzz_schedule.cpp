@@ -3,13 +3,22 @@
 // shape), the rest is the schedule text. Properties: a parsed schedule prints to text that parses
 // back to the same schedule (and prints identically); a parse failure is a PARSE_ERROR with a
 // message; the validity check never throws anything but INVALID_ARGUMENT and answers the same
-// twice; every enumerated candidate and the default rule's schedule are valid for the problem.
+// twice; every enumerated candidate and the default rule's schedule are valid for the problem; a
+// valid schedule's plan over a small graph with a hub stays inside that graph (every chunk inside its
+// row, every row group on the row pointers, every merge inside the partial slots), and its launches
+// are computed without any error but a dfgnn one. (Chunks past 2^31 edges once stepped in 32 bits:
+// hub_split and edge_balanced planned negative edge bounds.)
 #include "fuzz_util.hpp"
 
 #include "error.hpp"
+#include "graph.hpp"
+#include "plan.hpp"
 #include "schedule.hpp"
+#include "solver.hpp"
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -26,6 +35,48 @@ dfgnn_fingerprint_t shape(int kind) {
              fp.p50 = 3; fp.p90 = 30; fp.p99 = 300; fp.p999 = 3000; break;  // R-MAT-like
   }
   return fp;
+}
+
+// 300 nodes: each has one source, but the last, a hub whose sources are all the others (its row
+// starts past edge 0, so a chunk's end can pass 2^31).
+const dfgnn::Graph& hub_graph() {
+  static const std::unique_ptr<dfgnn::Graph> g = [] {
+    constexpr int32_t n = 300;
+    std::vector<int32_t> ptr{0}, col;
+    for (int32_t i = 0; i + 1 < n; ++i) col.push_back(i + 1), ptr.push_back(static_cast<int32_t>(col.size()));
+    for (int32_t i = 0; i + 1 < n; ++i) col.push_back(i);
+    ptr.push_back(static_cast<int32_t>(col.size()));
+    return dfgnn::Graph::from_csr(n, static_cast<int64_t>(col.size()), ptr.data(), col.data(), DFGNN_INDEX_INT32,
+                                  dfgnnGraphDefaultOptions());
+  }();
+  return *g;
+}
+
+// The plan of a valid schedule stays inside the structure it was made for.
+void check_plan(const dfgnn::PassProblem& problem, const dfgnn::Schedule& s) {
+  const dfgnn::Compressed& csr = hub_graph().csr();
+  const dfgnn::HostPlan plan = dfgnn::make_plan(csr, s);
+  const std::string what = dfgnn::to_string(s);
+  for (const dfgnn::HostPlan::Part& part : plan.parts)
+    for (const dfgnn::Segment& seg : part.segments) {
+      if (part.row_groups) {  // (first row, end row, first edge, end edge)
+        FUZZ_CHECK(0 <= seg[0] && seg[0] < seg[1] && seg[1] <= csr.num_rows, "row group outside the rows: " + what);
+        FUZZ_CHECK(seg[2] == csr.ptr[seg[0]] && seg[3] == csr.ptr[seg[1]], "row group off its rows' edges: " + what);
+      } else {  // a chunk (row, begin, end, slot) of a split row
+        FUZZ_CHECK(0 <= seg[0] && seg[0] < csr.num_rows, "chunk of no row: " + what);
+        FUZZ_CHECK(csr.ptr[seg[0]] <= seg[1] && seg[1] < seg[2] && seg[2] <= csr.ptr[seg[0] + 1],
+                   "chunk outside its row: " + what);
+        FUZZ_CHECK(0 <= seg[3] && seg[3] < plan.num_slots, "chunk without a partial slot: " + what);
+      }
+    }
+  for (const dfgnn::Segment& hub : plan.hubs)
+    FUZZ_CHECK(hub[1] >= 0 && hub[2] > 0 && int64_t{hub[1]} + hub[2] <= plan.num_slots, "merge outside the slots: " + what);
+  try {
+    for (const dfgnn::Launch& l : dfgnn::solver_of(s).launches(problem.op, problem.pass, s, plan, csr.num_rows))
+      FUZZ_CHECK(l.grid >= 0 && l.block > 0, "launch of no threads: " + what);
+  } catch (const dfgnn::Error&) {
+    // a launch the device could not take is an error with its status; anything else escapes and fails
+  }
 }
 
 }  // namespace
@@ -87,5 +138,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   FUZZ_CHECK(first == second, "validity check is not deterministic");
+  if (first.empty()) check_plan(problem, s);
   return 0;
 }
