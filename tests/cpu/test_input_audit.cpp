@@ -93,23 +93,31 @@ TEST(InputAudit, MatrixMarketHugeSymmetricEntryCountIsRefusedFromTheSizeLine) {
   expect_refusal(load(f.path.string()), DFGNN_STATUS_INDEX_OVERFLOW, ":2: 3 nodes / 4611686018427387904 edges exceed");
 }
 
-TEST(InputAudit, MatrixMarketEntryCountsBeyondTheEdgeLimitAreRefusedFromTheSizeLine) {
-  // General: the count itself; symmetric: twice the count (each entry is mirrored).
-  TempFile general("g.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2147483648\n1 2\n");
-  expect_refusal(load(general.path.string()), DFGNN_STATUS_INDEX_OVERFLOW, "3 nodes / 2147483648 edges exceed");
-  TempFile symmetric("s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n3 3 1073741824\n1 2\n");
-  expect_refusal(load(symmetric.path.string()), DFGNN_STATUS_INDEX_OVERFLOW, "3 nodes / 2147483648 edges exceed");
-  TempFile nodes("n.mtx", "%%MatrixMarket matrix coordinate pattern general\n2147483647 2147483647 1\n1 2\n");
-  expect_refusal(load(nodes.path.string()), DFGNN_STATUS_INDEX_OVERFLOW, "2147483647 nodes / 1 edges exceed");
-}
-
-TEST(InputAudit, EdgeListHeaderSizesBeyondTheLimitsAreRefused) {
-  TempFile edges("e.txt", "# nodes 3 edges 2147483648\n0 1\n");
-  expect_refusal(load(edges.path.string()), DFGNN_STATUS_INDEX_OVERFLOW, ":1: 3 nodes / 2147483648 edges exceed");
-  TempFile negative("n.txt", "# nodes -3 edges 1\n0 1\n");
-  expect_refusal(load(negative.path.string()), DFGNN_STATUS_PARSE_ERROR, "non-negative N and E");
-  TempFile overflowing("o.txt", "# nodes 99999999999999999999 edges 1\n0 1\n");  // beyond int64
-  expect_refusal(load(overflowing.path.string()), DFGNN_STATUS_PARSE_ERROR, "expected a '# nodes N edges E' header");
+// Size lines and headers beyond the limits, in Matrix Market (general: the count itself; symmetric:
+// twice the count, each entry being mirrored) and edge lists.
+TEST(InputAudit, GraphFileSizesBeyondTheLimitsAreRefusedFromTheSizeLine) {
+  struct Case {
+    const char *name, *contents;
+    dfgnn_status_t status;
+    const char* phrase;
+  };
+  const Case cases[] = {
+      {"g.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2147483648\n1 2\n", DFGNN_STATUS_INDEX_OVERFLOW,
+       "3 nodes / 2147483648 edges exceed"},
+      {"s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n3 3 1073741824\n1 2\n", DFGNN_STATUS_INDEX_OVERFLOW,
+       "3 nodes / 2147483648 edges exceed"},
+      {"n.mtx", "%%MatrixMarket matrix coordinate pattern general\n2147483647 2147483647 1\n1 2\n",
+       DFGNN_STATUS_INDEX_OVERFLOW, "2147483647 nodes / 1 edges exceed"},
+      {"e.txt", "# nodes 3 edges 2147483648\n0 1\n", DFGNN_STATUS_INDEX_OVERFLOW, ":1: 3 nodes / 2147483648 edges exceed"},
+      {"n.txt", "# nodes -3 edges 1\n0 1\n", DFGNN_STATUS_PARSE_ERROR, "non-negative N and E"},
+      {"o.txt", "# nodes 99999999999999999999 edges 1\n0 1\n", DFGNN_STATUS_PARSE_ERROR,  // beyond int64
+       "expected a '# nodes N edges E' header"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.contents);
+    TempFile f(c.name, c.contents);
+    expect_refusal(load(f.path.string()), c.status, c.phrase);
+  }
 }
 
 TEST(InputAudit, GraphFileNullPathAndDirectoryWithoutEdges) {
