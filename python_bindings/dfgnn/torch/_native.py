@@ -161,17 +161,16 @@ def build(retry_failed=True):
         try:
             with open(log, "w") as out:
                 rc = subprocess.run(cmd[:-1] + ["-o", temp] + cmd[-1:], stdout=out, stderr=subprocess.STDOUT).returncode
+            reason = None
             if rc != 0:
                 tail = log.read_text(errors="replace").strip().splitlines()[-5:]
                 reason = f"building {_SOURCE.name} failed (exit {rc}; log {log}): " + " | ".join(tail)
-                if rc > 0:  # the compiler ran and failed (not a signal, e.g. Ctrl-C): remembered for a day
+            elif os.path.getsize(temp) == 0:  # mkstemp's empty file: the compiler wrote nothing
+                reason = f"the compiler exited 0 but wrote no library (log {log}): {cmd[0]}"
+            if reason:
+                if rc >= 0:  # the compiler ran and failed (not a signal, e.g. Ctrl-C): remembered for a day
                     with contextlib.suppress(OSError):
                         (directory / _FAILED).write_text(reason)
-                raise RuntimeError(reason)
-            if os.path.getsize(temp) == 0:  # mkstemp's empty file: the compiler wrote nothing
-                reason = f"the compiler exited 0 but wrote no library (log {log}): {cmd[0]}"
-                with contextlib.suppress(OSError):
-                    (directory / _FAILED).write_text(reason)
                 raise RuntimeError(reason)
             umask = os.umask(0)
             os.umask(umask)
