@@ -122,8 +122,14 @@ int read_application_id(Connection& conn) {
   return q.step() ? static_cast<int>(q.i64("application_id")) : 0;
 }
 
-int64_t count_tables(Connection& conn) {
-  Query q(conn, "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'");
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+int64_t count_schema_objects(Connection& conn) {
+  Query q(conn, "SELECT count(*) AS n FROM sqlite_master");
   return q.step() ? q.i64("n") : 0;
 }
 
@@ -135,10 +141,38 @@ void check_version(Connection& conn, int version, int supported) {
   if (version > supported)
     throw_db(conn.path(), fmt::format("schema version {} is newer than this dfgnn supports ({})", version, supported),
              ErrorKind::NewerSchema);
-  if (version == 0 && count_tables(conn) > 0)
-    throw_db(conn.path(), "not a dfgnn tuning database (it has tables but no dfgnn schema version)",
+  if (version < 0)
+    throw_db(conn.path(), fmt::format("not a dfgnn tuning database (schema version {}; dfgnn's count up from 1)", version),
+             ErrorKind::Foreign);
+  // Not only tables: a view alone would survive the migration and fail the schema check after it.
+  if (version == 0 && count_schema_objects(conn) > 0)
+    throw_db(conn.path(), "not a dfgnn tuning database (it has tables or other schema objects but no dfgnn schema version)",
              ErrorKind::Foreign);
 }
+
+namespace {
+
+// Applies the steps from `version` on and returns the version reached; the caller owns the transaction.
+int apply_steps(Connection& conn, const std::vector<Migration>& steps, int version) {
+  int reached = version;
+  for (const Migration& step : steps) {
+    if (step.from < version) continue;
+    if (step.from != reached) throw_db(conn.path(), fmt::format("no migration from schema version {}", reached));
+    try {
+      step.apply(conn);
+    } catch (const std::exception& e) {
+      const auto* db_error = dynamic_cast<const DbError*>(&e);
+      throw DbError(db_error != nullptr ? db_error->kind() : ErrorKind::Other,
+                    fmt::format("tuning database {}: migration \"{}\" (version {} -> {}) failed: {}", conn.path(),
+                                step.description, step.from, step.from + 1, e.what()),
+                    db_error != nullptr ? db_error->sqlite_code() : 0);
+    }
+    reached = step.from + 1;
+  }
+  return reached;
+}
+
+}  // namespace
 
 int migrate(Connection& conn, const std::vector<Migration>& steps, int write_attempts) {
   const int target = target_version(steps);
@@ -146,22 +180,14 @@ int migrate(Connection& conn, const std::vector<Migration>& steps, int write_att
   write_transaction(conn, write_attempts, [&] {
     const int version = read_user_version(conn);
     check_version(conn, version, target);
-    reached = version;
-    for (const Migration& step : steps) {
-      if (step.from < version) continue;
-      if (step.from != reached)
-        throw_db(conn.path(), fmt::format("no migration from schema version {}", reached));
-      try {
-        step.apply(conn);
-      } catch (const std::exception& e) {
-        const auto* db_error = dynamic_cast<const DbError*>(&e);
-        throw DbError(db_error != nullptr ? db_error->kind() : ErrorKind::Other,
-                      fmt::format("tuning database {}: migration \"{}\" (version {} -> {}) failed: {}", conn.path(),
-                                  step.description, step.from, step.from + 1, e.what()),
-                      db_error != nullptr ? db_error->sqlite_code() : 0);
-      }
-      reached = step.from + 1;
-    }
+    reached = apply_steps(conn, steps, version);
+    // Judged before the commit (also when another process migrated first), so a migration that does
+    // not end in dfgnn's schema writes nothing.
+    const std::vector<std::string> diffs = schema_differences(conn, steps);
+    if (!diffs.empty())
+      throw_db(conn.path(),
+               fmt::format("the migrated schema differs from dfgnn's ({}); nothing was written", joined(diffs)),
+               ErrorKind::Schema);
     if (reached != version) {
       // PRAGMA takes no bound parameters; the values are integers formatted here.
       conn.exec(fmt::format("PRAGMA user_version = {}", reached).c_str());
@@ -212,7 +238,7 @@ const SchemaObjects& expected_objects(const std::vector<Migration>& steps) {
     throw_db(":memory:", "cannot open an in-memory database to build the expected schema");
   }
   Connection mem(handle, "(expected schema)");
-  migrate(mem, steps, 1);
+  apply_steps(mem, steps, 0);
   return cache.emplace(std::move(key), read_objects(mem)).first->second;
 }
 

@@ -29,8 +29,10 @@ int target_version(const std::vector<Migration>& steps);
 
 int read_user_version(Connection& conn);
 int read_application_id(Connection& conn);
-// Number of tables in the file (0 for an empty / new file).
-int64_t count_tables(Connection& conn);
+// The parts separated by "; " (a list of schema differences in one message).
+std::string joined(const std::vector<std::string>& parts);
+// Number of schema objects (tables, indexes, views, triggers) in the file: 0 for an empty or new file.
+int64_t count_schema_objects(Connection& conn);
 
 // Refuses a file that is not dfgnn's (foreign application id, or tables without a version) or
 // whose version is newer than `supported` ("schema version N is newer than this dfgnn supports

@@ -34,12 +34,6 @@ uint64_t splitmix(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-std::string joined(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
-  return out;
-}
-
 // ------------------------------------------------------------------ file checks
 
 uint32_t be32(const unsigned char* p) {
@@ -263,7 +257,21 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
   sqlite3_busy_timeout(conn.get(), db->options_.busy_timeout_ms);
   const auto& steps = steps_of(db->options_);
   const int supported = target_version(steps);
-  int version = read_checked_version(conn, supported);  // before anything is written
+  int version = 0;
+  try {
+    version = read_checked_version(conn, supported);  // before anything is written
+  } catch (const DbError& e) {
+    // A WAL file whose -shm is gone cannot be opened where it cannot be created, and SQLite then keeps
+    // ENOENT, not EROFS: a read-only directory is the cause to name.
+    const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    if (e.kind() == ErrorKind::Io && (e.sqlite_code() & 0xff) == SQLITE_CANTOPEN && access(dir.c_str(), W_OK) != 0)
+      throw DbError(ErrorKind::ReadOnly,
+                    fmt::format("{}; the cause: its directory {} is read-only ({}), and a user database writes "
+                                "its -wal and -shm files there",
+                                e.what(), dir.string(), std::strerror(errno)),
+                    e.sqlite_code());
+    throw;
+  }
   if (version == supported) {
     check_tables(conn);
     require_expected_schema(conn, steps, "opening for writing");
@@ -275,20 +283,17 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
       if (m.from < version) applied.push_back(m);
     require_expected_schema(conn, applied, "opening for writing");
   }
-  // An older file keeps its rollback journal until its migration committed: a migration that fails
-  // (a damaged page) rolls back and leaves the file as it was, journal mode included.
-  const bool older = version > 0 && version < supported;
-  if (!older) set_wal(conn, db->options_.busy_timeout_ms);
+  // The file keeps its rollback journal until the migration committed: the migration is the only
+  // write, and one that fails (a damaged page, a schema that does not come out as dfgnn's) rolls
+  // back and leaves the file as it was, journal mode included.
   conn.exec("PRAGMA synchronous = NORMAL");
   conn.exec("PRAGMA foreign_keys = ON");
   if (version < supported) {
     const int from = version;
     version = migrate(conn, steps, db->options_.write_attempts);
     if (from != 0 && version != from) log_info("tuning database {}: migrated schema {} -> {}", p, from, version);
-    check_tables(conn);
-    require_expected_schema(conn, steps, "opening for writing");
   }
-  if (older) set_wal(conn, db->options_.busy_timeout_ms);
+  set_wal(conn, db->options_.busy_timeout_ms);
   db->schema_version_ = version;
   return db;
 }

@@ -737,6 +737,28 @@ TEST(TuningDbSchema, NewerVersionIsRefusedAndLeftUntouched) {
   EXPECT_EQ(read_bytes(p), bytes);
 }
 
+// Found by fuzz_db_open: the journal switch to WAL used to come before checks that then refused the
+// file, and a version-0 file was judged by its tables alone.
+TEST(TuningDbSchema, NegativeVersionOrViewWithoutVersionIsRefusedAndLeftUntouched) {
+  TempDir dir;
+  const fs::path negative = dir / "negative.db";
+  { TuningDb::open_user(negative)->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)})); }
+  raw_exec(negative, "PRAGMA journal_mode = DELETE; PRAGMA user_version = -5");
+  const std::string negative_bytes = read_bytes(negative);
+  const auto e = expect_error([&] { TuningDb::open_user(negative); });
+  EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
+  EXPECT_TRUE(contains(e.what(), "schema version -5")) << e.what();
+  EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_site(negative); }).what(), "schema version -5"));
+  EXPECT_EQ(read_bytes(negative), negative_bytes);
+
+  // A view is no table, but the file is not an empty one either.
+  const fs::path view = dir / "view.db";
+  raw_exec(view, "CREATE VIEW answers AS SELECT 42 AS answer");
+  const std::string view_bytes = read_bytes(view);
+  EXPECT_TRUE(contains(expect_error([&] { TuningDb::open_user(view); }).what(), "other schema objects"));
+  EXPECT_EQ(read_bytes(view), view_bytes);
+}
+
 TEST(TuningDbSchema, EmptyFileIsInitialisedForeignFileRefused) {
   TempDir dir;
   write_bytes(dir / "empty.db", "");
@@ -2058,6 +2080,7 @@ TEST(TuningDbRobustness, FullAndReadOnlyDisksAreNamed) {
     fs::remove(mnt / "new.db");
     fs::remove(mnt / "new.db-wal");
     fs::remove(mnt / "new.db-shm");
+    for (auto& e : fs::directory_iterator(mnt)) std::fprintf(stderr, "DBG %s %ld\n", e.path().c_str(), (long)fs::file_size(e.path()));
     if (mount(nullptr, mnt.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0) return 78;
     check("open on a read-only disk", [&] {
       auto ro = TuningDb::open_user(p);
