@@ -685,8 +685,9 @@ int run(int argc, char** argv) {
   PruneFilter filter;
   if (vm.count("env")) filter.env_class = env;
   if (vm.count("older-than")) {
-    if (!(older_than_days >= 0) || !std::isfinite(older_than_days))
-      throw BadArgs{fmt::format("--older-than {} must be a number of days >= 0", older_than_days)};
+    // At most a million days (2700 years): the cutoff below stays far inside 64-bit seconds.
+    if (!(older_than_days >= 0 && older_than_days <= 1e6))
+      throw BadArgs{fmt::format("--older-than {} must be a number of days from 0 to 1000000", older_than_days)};
     filter.older_than = static_cast<int64_t>(std::time(nullptr)) - static_cast<int64_t>(std::llround(older_than_days * 86400.0));
   }
   if (vm.count("library-version")) {

@@ -331,6 +331,16 @@ void TuningDb::export_to(const fs::path& target) {
   std::error_code ec;
   if (fs::equivalent(target, path_, ec))
     throw DbError(ErrorKind::InvalidArgument, fmt::format("export_to: {} is this database itself", t));
+  // Renamed over the live -wal, the snapshot would throw away the writes not yet checkpointed.
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    fs::path sidecar = path_;
+    sidecar += suffix;
+    std::error_code e1, e2;
+    const fs::path a = fs::weakly_canonical(target, e1), b = fs::weakly_canonical(sidecar, e2);
+    if (!e1 && !e2 && a == b)
+      throw DbError(ErrorKind::InvalidArgument,
+                    fmt::format("export_to: {} is this database's {} file, not a place for a snapshot", t, suffix));
+  }
   // A snapshot made by VACUUM INTO would carry injected triggers or views to every site.
   require_expected_schema(*conn_, steps_of(options_), "export");
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);

@@ -1,5 +1,7 @@
 #include "dispatch.hpp"
 
+#include "env_number.hpp"
+
 #include "context.hpp"
 #include "cuda.hpp"
 #include "error.hpp"
@@ -39,13 +41,12 @@ double distance_from_environment() {
   const double calibrated = nearest_calibration().radius;
   const char* v = std::getenv("DFGNN_NEAREST_MAX_DISTANCE");
   if (v == nullptr) return calibrated;
-  char* end = nullptr;
-  const double d = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(d >= 0)) {  // also NaN, which would disable the nearest level unsaid
+  const std::optional<double> d = parse_env_number(v);  // NaN would disable the nearest level unsaid
+  if (!d || *d < 0) {
     log().warn("DFGNN_NEAREST_MAX_DISTANCE='{}' is not a non-negative number; using {}", v, calibrated);
     return calibrated;
   }
-  return d;
+  return *d;
 }
 
 // The problem a row was tuned for; its fingerprint is `fp`, the row's parsed text.

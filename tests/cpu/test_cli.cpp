@@ -308,6 +308,10 @@ TEST(Cli, DbPrune) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "0 run(s)")) << r.output;
   EXPECT_EQ(db("--db " + quote(path) + " prune --older-than -1").code, 2);
+  // 1e15 days used to overflow the cutoff's 64-bit seconds (llround of 8.6e19).
+  r = db("--db " + quote(path) + " prune --older-than 1e15");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "from 0 to 1000000")) << r.output;
   EXPECT_EQ(db("--db " + quote(path) + " list --older-than 3").code, 2);
 }
 

@@ -454,6 +454,17 @@ TEST(TuningDbBasic, RejectsMalformedRuns) {
   // A site (read-only) database refuses writes.
   db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)}));
   db->export_to(dir / "site.db");
+  // The database's own -wal holds writes not yet checkpointed: a snapshot renamed over it loses them.
+  for (const char* sidecar : {"t.db-wal", "t.db-shm", "t.db-journal"}) {
+    const bool existed = fs::exists(dir / sidecar);
+    const std::string before = existed ? read_bytes(dir / sidecar) : "";
+    const auto e = expect_error([&] { db->export_to(dir / sidecar); });
+    EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_INVALID_ARGUMENT) << e.what();
+    EXPECT_TRUE(contains(e.what(), "this database's")) << e.what();
+    EXPECT_EQ(fs::exists(dir / sidecar), existed);
+    if (existed) EXPECT_EQ(read_bytes(dir / sidecar), before);
+  }
+  EXPECT_EQ(db->stats().runs, 1);
   auto site = TuningDb::open_site(dir / "site.db");
   EXPECT_TRUE(site->read_only());
   EXPECT_EQ(expect_error([&] { site->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)})); }).status(),

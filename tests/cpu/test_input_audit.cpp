@@ -4,6 +4,7 @@
 #include "test_util.hpp"
 
 #include "dispatch.hpp"
+#include "env_number.hpp"
 #include "error.hpp"
 #include "fingerprint.hpp"
 #include "graph.hpp"
@@ -353,6 +354,18 @@ TEST(InputAudit, NearestDistanceFromTheEnvironmentMustBeANumber) {
   }
   ScopedEnv env("DFGNN_NEAREST_MAX_DISTANCE", "0.25");
   EXPECT_EQ(Dispatcher().max_distance(), 0.25);
+}
+
+// DFGNN_TUNE_BUDGET (read on a GPU's dispatch miss) shares the parser: "20s" was read as 20.
+TEST(InputAudit, EnvironmentNumbersAreWholeFiniteNumbers) {
+  for (const char* bad : {"", "20s", "far", "nan", "inf", "1e400", " "}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(parse_env_number(bad).has_value());
+  }
+  EXPECT_FALSE(parse_env_number(nullptr).has_value());
+  EXPECT_EQ(parse_env_number("20"), 20.0);
+  EXPECT_EQ(parse_env_number("0.25"), 0.25);
+  EXPECT_EQ(parse_env_number("-3"), -3.0);  // the sign is the caller's rule
 }
 
 }  // namespace

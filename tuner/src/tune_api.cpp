@@ -1,6 +1,7 @@
 // C entry point of the tuner, and the tuning hook that dispatch calls on a miss when the context's
 // tune mode is DFGNN_TUNE_ON_MISS.
 #include "dispatch.hpp"
+#include "env_number.hpp"
 #include "handles.hpp"
 #include "logging.hpp"
 #include "ops.hpp"
@@ -14,9 +15,7 @@ namespace {
 // Seconds a pass may take when tuned on a dispatch miss (DFGNN_TUNE_BUDGET, default 20).
 double miss_budget() {
   if (const char* v = std::getenv("DFGNN_TUNE_BUDGET")) {
-    char* end = nullptr;
-    const double s = std::strtod(v, &end);
-    if (end != v && s > 0) return s;
+    if (const std::optional<double> s = parse_env_number(v); s && *s > 0) return *s;
     log().warn("DFGNN_TUNE_BUDGET='{}' is not a positive number of seconds; using 20", v);
   }
   return 20.0;
