@@ -4,7 +4,8 @@
 # Usage: tools/fuzz.sh [SECONDS_PER_TARGET]   (default 60; 0 = build and replay regressions only)
 # Environment: DFGNN_FUZZ_TOTAL_SECONDS=S splits S seconds evenly across the targets instead (CI);
 #   DFGNN_FUZZ_BUILD_DIR (default build-fuzz); DFGNN_FUZZ_TARGETS="fuzz_schedule ..." (default all);
-#   DFGNN_FUZZ_REPORT=FILE appends a markdown table of executions and coverage per target.
+#   DFGNN_FUZZ_REPORT=FILE appends a markdown table of executions and coverage per target;
+#   DFGNN_FUZZ_SEED=N fixes libFuzzer's seed (default: a random one, to explore).
 # New corpus entries go to $build/corpus/<target> (the committed seeds are never modified); a crash
 # is saved under $build/artifacts/<target>/ and the script fails, printing the command to replay it.
 set -euo pipefail
@@ -34,6 +35,7 @@ export TMPDIR=$tmp
 # 2 GiB of RSS and 1 GiB per allocation: a larger request from a few bytes of input is a defect.
 # A target's tests/fuzz/<target>.options (libFuzzer flags, one line) comes after these and wins.
 limits=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20)
+[ -n "${DFGNN_FUZZ_SEED:-}" ] && limits+=(-seed="$DFGNN_FUZZ_SEED")
 
 failed=()
 report=()
