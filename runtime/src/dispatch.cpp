@@ -1,9 +1,8 @@
 #include "dispatch.hpp"
 
-#include "env_number.hpp"
-
 #include "context.hpp"
 #include "cuda.hpp"
+#include "env_number.hpp"
 #include "error.hpp"
 #include "fingerprint.hpp"
 #include "graph.hpp"
@@ -136,6 +135,10 @@ db::FingerprintText db_fingerprint(const dfgnn_fingerprint_t& fp) {
 std::string row_problem(const db::TuningResult& row) {
   try {
     if (row.op.direction < 0 || row.op.direction > 2) return fmt::format("pass {} is unknown", row.op.direction);
+    // Checked as integers: casting an out-of-range value to the C enums is undefined behaviour.
+    if (row.op.model < 0 || row.op.model >= kNumModels) return fmt::format("model {} is unknown", row.op.model);
+    if (row.op.dtype < DFGNN_DTYPE_FLOAT32 || row.op.dtype > DFGNN_DTYPE_FLOAT64)
+      return fmt::format("dtype {} is unknown", row.op.dtype);
     const KeyBits bits = unpack_key_bits(row.op.key_bits);
     if (row.op.key_bits < 0 || bits.max_vec < 1 || bits.max_vec > 8 || bits.edge_features > 1)
       return fmt::format("key bits {} are not a vector limit 1..8 plus {} for edge features", row.op.key_bits,

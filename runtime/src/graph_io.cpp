@@ -195,6 +195,12 @@ std::optional<T> parse_number(std::string_view token) {
   return value;
 }
 
+// A count or a node id: digits only. from_chars alone would take "-0" as 0.
+std::optional<int64_t> parse_non_negative(std::string_view token) {
+  if (!token.empty() && token.front() == '-') return std::nullopt;
+  return parse_number<int64_t>(token);
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -255,8 +261,8 @@ void check_node_count(const LineReader& in, int64_t declared, int64_t max_id, st
 int64_t read_id(const LineReader& in, std::string_view& rest, std::string_view line, int64_t first, int64_t n) {
   const std::string_view token = next_token(rest);
   if (token.empty()) parse_error(in, "expected two node ids", line);
-  const std::optional<int64_t> id = parse_number<int64_t>(token);
-  if (!id || *id < 0) parse_error(in, fmt::format("{} is not a non-negative integer", quote(token)), line);
+  const std::optional<int64_t> id = parse_non_negative(token);
+  if (!id) parse_error(in, fmt::format("{} is not a non-negative integer", quote(token)), line);
   if (*id < first || *id >= first + n)
     parse_error(in, first == 0 ? fmt::format("node id {} is out of range [0, {})", *id, n)
                                : fmt::format("index {} is out of range [1, {}]", *id, n), line);
@@ -276,9 +282,9 @@ EdgeList read_edge_list(LineReader& in) {
     fail(DFGNN_STATUS_PARSE_ERROR, "{}:1: empty file, expected a '# nodes N edges E' header", in.path());
   std::string_view rest = line;
   std::optional<int64_t> nodes, edges;
-  if (next_token(rest) == "#" && next_token(rest) == "nodes") nodes = parse_number<int64_t>(next_token(rest));
-  if (nodes && next_token(rest) == "edges") edges = parse_number<int64_t>(next_token(rest));
-  if (!nodes || !edges || *nodes < 0 || *edges < 0)
+  if (next_token(rest) == "#" && next_token(rest) == "nodes") nodes = parse_non_negative(next_token(rest));
+  if (nodes && next_token(rest) == "edges") edges = parse_non_negative(next_token(rest));
+  if (!nodes || !edges)
     parse_error(in, "expected a '# nodes N edges E' header with non-negative N and E", line);
   check_declared_sizes(in, *nodes, *edges);
 
@@ -342,9 +348,9 @@ EdgeList read_matrix_market(LineReader& in) {
   if (!next_data_line())
     fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: missing the size line 'rows cols entries'", in.path(), in.line_number());
   rest = line;
-  const auto rows = parse_number<int64_t>(next_token(rest)), cols = parse_number<int64_t>(next_token(rest));
-  const auto nnz = parse_number<int64_t>(next_token(rest));
-  if (!rows || !cols || !nnz || *rows < 0 || *cols < 0 || *nnz < 0 || !next_token(rest).empty())
+  const auto rows = parse_non_negative(next_token(rest)), cols = parse_non_negative(next_token(rest));
+  const auto nnz = parse_non_negative(next_token(rest));
+  if (!rows || !cols || !nnz || !next_token(rest).empty())
     parse_error(in, "expected the size line 'rows cols entries' (three non-negative integers)", line);
   if (*rows != *cols) parse_error(in, fmt::format("matrix is {} x {}, an adjacency matrix must be square", *rows, *cols), line);
   // A mirrored entry is two edges; a count already over the limit is not doubled (it could overflow).

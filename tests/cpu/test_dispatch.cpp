@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -386,6 +387,15 @@ TEST(Dispatch, RowProblemJudgesTheFingerprintText) {
   EXPECT_NE(problem_with("{\"version\": 1", fp.bucket_key), "");
   EXPECT_NE(problem_with(" " + fp.text, fp.bucket_key).find("canonical"), std::string::npos);
   EXPECT_NE(problem_with(fp.text, "n2^1.e2^1.max2^1.cv0").find("bucket key"), std::string::npos);
+  // Found by fuzz_db_open: a model of 6 reached the C enum cast (undefined behaviour) before any check.
+  for (const auto& [model, dtype, words] : std::vector<std::tuple<int, int, std::string>>{
+           {6, 0, "model 6 is unknown"}, {-1, 0, "model -1 is unknown"}, {0, 9, "dtype 9 is unknown"},
+           {0, -2, "dtype -2 is unknown"}}) {
+    dfgnn::db::TuningResult r = *row;
+    r.op.model = model;
+    r.op.dtype = dtype;
+    EXPECT_EQ(dfgnn::row_problem(r), words);
+  }
 
   // End to end: a hostile database whose fingerprint text is not canonical (its hash matches, so the
   // database itself accepts it) is never dispatched.

@@ -187,6 +187,8 @@ TEST(GraphIo, EdgeListErrorsNameTheLine) {
       {"# nodes 3 edges 2\n0 1\n1 3\n", ":3: node id 3 is out of range"},
       {"# nodes 3 edges 2\n0 x1\n1 2\n", ":2: 'x1' is not"},
       {"# nodes 3 edges 2\n0 1\n-1 2\n", ":3: '-1' is not"},
+      {"# nodes 3 edges 2\n-0 1\n1 2\n", ":2: '-0' is not"},       // a sign is no digit (fuzz_graph_file)
+      {"# nodes -0 edges 2\n0 1\n1 2\n", ":1: expected a '# nodes N edges E'"},
       {"# nodes 3 edges 2\n0 1 2\n1 2\n", ":2: unexpected extra token"},
       {"# nodes 3 edges 2\n0 1\n\n", ":3: expected two node ids"},
       {"# nodes 3 edges 2\n0 1\n2\n", ":3: expected two node ids"},
@@ -241,6 +243,8 @@ TEST(GraphIo, MatrixMarketErrors) {
       {"%%MatrixMarket matrix coordinate pattern general\n% only comments\n", ":2: missing the size line"},
       {"%%MatrixMarket matrix coordinate pattern general\n2 3 1\n1 2\n", ":2: matrix is 2 x 3"},
       {"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n0 1\n1 2\n", ":3: index 0 is out of range [1, 3]"},
+      {"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n-0 1\n1 2\n", ":3: '-0' is not"},
+      {"%%MatrixMarket matrix coordinate pattern general\n3 3 -0\n", ":2: expected the size line"},
       {"%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n4 1\n", ":4: index 4 is out of range"},
       {"%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 2\n2 3\n", ":4: file ends after 2 entries"},
       {"%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n2 3\n", ":4: more entries"},
