@@ -34,12 +34,13 @@ std::string joined(const std::vector<std::string>& parts);
 // Number of schema objects (tables, indexes, views, triggers) in the file: 0 for an empty or new file.
 int64_t count_schema_objects(Connection& conn);
 
-// Refuses a file that is not dfgnn's (foreign application id, or tables without a version) or
-// whose version is newer than `supported` ("schema version N is newer than this dfgnn supports
-// (M)"). Throws DATABASE_ERROR naming the path.
+// Refuses a file that is not dfgnn's (foreign application id, a negative version, or schema objects
+// without a version) or whose version is newer than `supported` ("schema version N is newer than
+// this dfgnn supports (M)"). Throws DATABASE_ERROR naming the path.
 void check_version(Connection& conn, int version, int supported);
 // Applies the steps from the file's version to the last one in one BEGIN IMMEDIATE transaction
-// (re-reading the version inside it, so concurrent openers migrate once). Returns the version.
+// (re-reading the version inside it, so concurrent openers migrate once), and checks the result
+// against dfgnn's schema before the commit. Returns the version.
 int migrate(Connection& conn, const std::vector<Migration>& steps, int write_attempts);
 // Throws DATABASE_ERROR if a table of the current schema is missing.
 void check_tables(Connection& conn);

@@ -264,13 +264,14 @@ std::unique_ptr<TuningDb> TuningDb::open_user(const fs::path& path, Options opti
     // A WAL file whose -shm is gone cannot be opened where it cannot be created, and SQLite then keeps
     // ENOENT, not EROFS: a read-only directory is the cause to name.
     const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-    if (e.kind() == ErrorKind::Io && (e.sqlite_code() & 0xff) == SQLITE_CANTOPEN && access(dir.c_str(), W_OK) != 0)
-      throw DbError(ErrorKind::ReadOnly,
-                    fmt::format("{}; the cause: its directory {} is read-only ({}), and a user database writes "
-                                "its -wal and -shm files there",
-                                e.what(), dir.string(), std::strerror(errno)),
-                    e.sqlite_code());
-    throw;
+    if (e.kind() != ErrorKind::Io || (e.sqlite_code() & 0xff) != SQLITE_CANTOPEN || access(dir.c_str(), W_OK) == 0)
+      throw;
+    const int why = errno;
+    throw DbError(ErrorKind::ReadOnly,
+                  fmt::format("{}; the cause: its directory {} is read-only ({}), and a user database writes its "
+                              "-wal and -shm files there",
+                              e.what(), dir.string(), std::strerror(why)),
+                  e.sqlite_code());
   }
   if (version == supported) {
     check_tables(conn);
