@@ -2,14 +2,20 @@
 #include "cli_common.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <filesystem>
 #include <new>
 #include <system_error>
 #include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace cli {
 
@@ -179,6 +185,23 @@ void check_json_path(const std::string& path) {
   if (!std::filesystem::is_directory(parent, ec))
     throw BadArgs{fmt::format("--json {}: directory {} does not exist", path, parent.string())};
   if (std::filesystem::is_directory(path, ec)) throw BadArgs{fmt::format("--json {} is a directory", path)};
+  // Probed by opening it: permissions alone do not tell (root, read-only mounts, /proc). Other
+  // existing files (/dev/stdout, a FIFO) are left alone: opening one may block or consume it.
+  const bool existed = std::filesystem::exists(path, ec);
+  if (existed && !std::filesystem::is_regular_file(path, ec)) return;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw BadArgs{fmt::format("--json {}: cannot write the file: {}", path, std::strerror(errno))};
+  ::close(fd);
+  if (!existed) std::filesystem::remove(path, ec);
+}
+
+uint64_t parse_seed(const std::string& text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, err] = std::from_chars(text.data(), end, value);
+  if (text.empty() || err != std::errc() || ptr != end)
+    throw BadArgs{fmt::format("--seed '{}' is not an integer in 0..{}", text, UINT64_MAX)};
+  return value;
 }
 
 // ---------------------------------------------------------------- graphs

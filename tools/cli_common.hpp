@@ -122,8 +122,12 @@ void require_dtypes(const std::vector<dfgnn_dtype_t>& dtypes);
 void check_heads_dim(int heads, int dim);
 // --direction forward, backward or both (forward then backward).
 std::vector<dfgnn_direction_t> parse_direction(const std::string& text);
-// --json FILE: a non-empty name whose directory exists and that is not itself a directory.
+// --json FILE: a non-empty name whose directory exists, that is not itself a directory and that
+// can be opened for writing now (a new or regular file is opened without truncating, and removed
+// again if this check created it), so that a long run does not end in a failed write.
 void check_json_path(const std::string& path);
+// --seed: a decimal integer in 0..2^64-1 (Boost reads "-1" into a uint64_t as 2^64-1).
+uint64_t parse_seed(const std::string& text);
 
 // ---------------------------------------------------------------- graphs
 

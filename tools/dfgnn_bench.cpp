@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -45,6 +46,7 @@ using cli::model_name;
 using cli::split;
 
 constexpr int kMaxRotations = 8;
+constexpr int kMaxLaunches = 100000;  // --warmup and --iters
 constexpr double kL2Multiple = 3.0;  // rotated input sets cover at least 3x the L2 cache
 constexpr const char* kTool = "dfgnn-bench";
 
@@ -293,7 +295,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
   Options o;
   cli::GraphArgs graph_args;
   std::vector<std::string> models, dtypes, schedules;
-  std::string direction = "forward";
+  std::string direction = "forward", seed = "1";
   visible.add_options()
     ("help,h", "show this help")
     ("version", "print the version")
@@ -302,7 +304,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("rmat-edges", po::value(&graph_args.rmat_edges), "edges to sample per R-MAT graph (default 16 * 2^SCALE)")
     ("hubs", po::value(&graph_args.hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
     ("self-loops", "remove self-loops and add one per node (PyG's add_self_loops) on every graph")
-    ("seed", po::value(&o.seed)->default_value(1), "seed of generated graphs and of the random inputs")
+    ("seed", po::value(&seed)->default_value("1"), "seed of generated graphs and of the random inputs")
     ("model", po::value(&models)->composing(), "gat, gatv2, transformer, agnn or all (repeatable, or comma-separated; default transformer)")
     ("dtype", po::value(&dtypes)->composing(), "float32, float16 or bfloat16 (repeatable, or comma-separated; default float32)")
     ("heads", po::value(&o.heads)->default_value(1), "heads H")
@@ -334,6 +336,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
   for (int s : graph_args.rmat_scales) cli::check_rmat_scale(s);  // before the --rmat-edges checks
   graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
   o.graphs = cli::graph_specs(graph_args, /*reject_empty_paths=*/false);
+  o.seed = cli::parse_seed(seed);
   o.models = cli::parse_models(models);
   o.dtypes = cli::parse_dtypes(dtypes);
   cli::require_models(o.models);
@@ -357,11 +360,20 @@ std::optional<Options> parse_args(int argc, char** argv) {
       if (std::find(o.schedule_list.begin(), o.schedule_list.end(), x) == o.schedule_list.end())
         o.schedule_list.push_back(x);
   }
-  if (o.warmup < 0) throw BadArgs{fmt::format("--warmup {} must be >= 0", o.warmup)};
-  if (o.iters < 1) throw BadArgs{fmt::format("--iters {} must be >= 1", o.iters)};
+  // Bounded: every timed launch holds its own pair of CUDA events, created before timing starts.
+  if (o.warmup < 0 || o.warmup > kMaxLaunches)
+    throw BadArgs{fmt::format("--warmup {} must be in 0..{}", o.warmup, kMaxLaunches)};
+  if (o.iters < 1 || o.iters > kMaxLaunches)
+    throw BadArgs{fmt::format("--iters {} must be in 1..{}", o.iters, kMaxLaunches)};
   if (o.rotations < 0 || o.rotations > 64) throw BadArgs{fmt::format("--rotations {} must be in 0..64", o.rotations)};
   if (o.device < 0) throw BadArgs{fmt::format("--device {} must be >= 0", o.device)};
-  if (vm.count("json")) cli::check_json_path(o.json_path);
+  if (vm.count("json")) {
+    if (o.dry_run) throw BadArgs{"--json: --dry-run measures nothing and writes no JSON"};
+    cli::check_json_path(o.json_path);
+  }
+  std::error_code ec;
+  if (!o.db.empty() && !std::filesystem::is_regular_file(o.db, ec))
+    throw BadArgs{fmt::format("--db {} is not an existing file (dfgnn-bench only reads a tuning database)", o.db)};
   return o;
 }
 

@@ -326,7 +326,10 @@ int run(const Options& o) {
   }
   cudaStreamDestroy(stream);
   if (!o.json_path.empty()) {
-    std::ofstream(o.json_path) << report.dump(2) << "\n";
+    std::ofstream out(o.json_path);
+    out << report.dump(2) << "\n";
+    out.close();
+    if (!out) throw Failure{fmt::format("writing {} failed", o.json_path)};
   }
   return 0;
 }

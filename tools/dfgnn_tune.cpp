@@ -65,7 +65,7 @@ std::string shell_quote(const std::string& s) {
 }
 
 std::string duration_text(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  if (!(seconds >= 0 && seconds < 1e15)) return "--:--";  // NaN, negative, or near llround's limit (9.2e18)
   const auto s = static_cast<int64_t>(std::llround(seconds));
   if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
   return fmt::format("{}:{:02}", s / 60, s % 60);
@@ -103,7 +103,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
   Options o;
   cli::GraphArgs graph_args;
   std::vector<std::string> models, dtypes;
-  std::string direction = "forward", db, site;
+  std::string direction = "forward", db, site, seed = "1";
   visible.add_options()
     ("help,h", "show this help")
     ("version", "print the version")
@@ -112,7 +112,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("rmat-edges", po::value(&graph_args.rmat_edges), "edges to sample per R-MAT graph (default 16 * 2^SCALE)")
     ("hubs", po::value(&graph_args.hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
     ("self-loops", "remove self-loops and add one per node (PyG's add_self_loops) on every graph")
-    ("seed", po::value(&o.seed)->default_value(1), "seed of generated graphs")
+    ("seed", po::value(&seed)->default_value("1"), "seed of generated graphs")
     ("model", po::value(&models)->composing(), "gat, gatv2, transformer, agnn or all (repeatable, or comma-separated; default transformer)")
     ("dtype", po::value(&dtypes)->composing(), "float32, float16 or bfloat16 (repeatable, or comma-separated; default float32)")
     ("heads", po::value(&o.heads)->default_value(1), "heads H")
@@ -143,6 +143,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     throw BadArgs{"no graph given: name GRAPH files or directories, or use --rmat SCALE or --hubs N,AVG,HUBS,HUBDEG (see --help)"};
   graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
   o.graphs = cli::graph_specs(graph_args, /*reject_empty_paths=*/true);
+  o.seed = cli::parse_seed(seed);
   o.models = cli::parse_models(models);
   cli::require_models(o.models);
   o.dtypes = cli::parse_dtypes(dtypes);
@@ -157,7 +158,18 @@ std::optional<Options> parse_args(int argc, char** argv) {
     if (std::filesystem::is_directory(db, ec)) throw BadArgs{fmt::format("--db {} is a directory", db)};
     o.db = db;
   }
-  if (vm.count("site")) o.site = site;
+  if (vm.count("site")) {
+    // Split as dfgnnSetDatabase splits it: at every ':', empty entries skipped, nothing trimmed.
+    for (size_t pos = 0; pos <= site.size();) {
+      const size_t colon = std::min(site.find(':', pos), site.size());
+      const std::string path = site.substr(pos, colon - pos);
+      std::error_code ec;
+      if (!path.empty() && !std::filesystem::is_regular_file(path, ec))
+        throw BadArgs{fmt::format("--site {} is not an existing file (a site database is read, never created)", path)};
+      pos = colon + 1;
+    }
+    o.site = site;
+  }
   if (vm.count("json")) cli::check_json_path(o.json_path);
   return o;
 }

@@ -2,7 +2,6 @@
 
 import atexit
 import itertools
-import operator
 import os
 import weakref
 
@@ -10,21 +9,11 @@ import numpy as np
 
 from . import _dfgnn
 from ._errors import Status, invalid_argument, make_error
+from ._op import INT32, INT64, UINT64, as_int
 
 
 def _context(context):
     return _dfgnn.default_context() if context is None else context
-
-
-def _as_count(x, name):
-    """An integer argument: Python and NumPy integers (anything with __index__); a float such as
-    3.9 or a string such as '3' is a TypeError rather than silently truncated or parsed."""
-    if isinstance(x, bool):
-        raise TypeError(f"{name} must be an integer, got bool {x!r}")
-    try:
-        return operator.index(x)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(x).__name__} {x!r}") from None
 
 
 def _as_index_array(x, name):
@@ -35,6 +24,8 @@ def _as_index_array(x, name):
             a = a.astype(np.int64)
         if a.dtype.kind not in "iu":
             raise invalid_argument(f"{name} must hold integers, got {a.dtype}", kind="dtype")
+        if a.dtype.kind == "u" and int(a.max()) > INT64[2]:  # astype would wrap it to a negative id
+            raise invalid_argument(f"{name} holds {int(a.max())}, beyond int64", kind="value")
         return a.astype(np.int64, copy=False)
     return x
 
@@ -120,7 +111,7 @@ class Graph:
     def __init__(self, edge_index, num_nodes=None, *, add_self_loops=False, reject_duplicates=False, context=None,
                  stream=None):
         edge_index = _as_index_array(edge_index, "edge_index")
-        num_nodes = _infer_num_nodes(edge_index) if num_nodes is None else _as_count(num_nodes, "num_nodes")
+        num_nodes = _infer_num_nodes(edge_index) if num_nodes is None else as_int(num_nodes, "num_nodes")
         self._init(_dfgnn.graph_coo(_context(context), edge_index, num_nodes, bool(add_self_loops),
                                     bool(reject_duplicates), _stream_handle((edge_index,), stream)))
 
@@ -158,7 +149,7 @@ class Graph:
         optionally ``.gz``), Matrix Market ``.mtx`` (entry (r, c) is the edge r -> c), or a
         directory holding ``edges.txt[.gz]``. A missing or unreadable file raises
         :class:`dfgnn.IoError` (an OSError), a malformed one :class:`dfgnn.ParseError`."""
-        return cls._wrap(_dfgnn.graph_from_file(_context(context), os.fspath(path), bool(add_self_loops),
+        return cls._wrap(_dfgnn.graph_from_file(_context(context), os.fsdecode(path), bool(add_self_loops),
                                                 bool(reject_duplicates)))
 
     @classmethod
@@ -170,8 +161,9 @@ class Graph:
         every reverse edge. Deterministic per seed."""
         flags = ((_dfgnn.RMAT_DEDUPLICATE if dedup else 0) | (0 if self_loops else _dfgnn.RMAT_NO_SELF_LOOPS) |
                  (_dfgnn.RMAT_PERMUTE_IDS if permute else 0) | (_dfgnn.RMAT_SYMMETRIZE if symmetrize else 0))
-        return cls._wrap(_dfgnn.graph_rmat(_context(context), _as_count(scale, "scale"), _as_count(edges, "edges"),
-                                           float(a), float(b), float(c), flags, _as_count(seed, "seed"), bool(add_self_loops), bool(reject_duplicates)))
+        return cls._wrap(_dfgnn.graph_rmat(_context(context), as_int(scale, "scale", INT32), as_int(edges, "edges"),
+                                           float(a), float(b), float(c), flags, as_int(seed, "seed", UINT64),
+                                           bool(add_self_loops), bool(reject_duplicates)))
 
     @classmethod
     def planted_hubs(cls, num_nodes, avg_degree, num_hubs, hub_degree, seed=1, *, add_self_loops=False,
@@ -179,8 +171,8 @@ class Graph:
         """A uniform random graph (each node receives ``avg_degree`` in-edges) with ``num_hubs``
         hubs (nodes 0..num_hubs-1) that each receive and send ``hub_degree`` edges."""
         return cls._wrap(_dfgnn.graph_planted_hubs(
-            _context(context), _as_count(num_nodes, "num_nodes"), _as_count(avg_degree, "avg_degree"),
-            _as_count(num_hubs, "num_hubs"), _as_count(hub_degree, "hub_degree"), _as_count(seed, "seed"),
+            _context(context), as_int(num_nodes, "num_nodes"), as_int(avg_degree, "avg_degree", INT32),
+            as_int(num_hubs, "num_hubs", INT32), as_int(hub_degree, "hub_degree"), as_int(seed, "seed", UINT64),
             bool(add_self_loops), bool(reject_duplicates)))
 
     # ------------------------------------------------------------ structure

@@ -1,5 +1,6 @@
 """Model and dtype names, op descriptions, and the inputs each model reads."""
 
+import operator
 import warnings
 
 from . import _dfgnn
@@ -40,6 +41,39 @@ _DTYPE_NAMES = {
 _DIRECTIONS = {"forward": Direction.FORWARD, "backward": Direction.BACKWARD}
 
 
+#: The C types of integer arguments: (name, smallest, largest).
+INT32 = ("int32", -2**31, 2**31 - 1)
+INT64 = ("int64", -2**63, 2**63 - 1)
+UINT64 = ("uint64", 0, 2**64 - 1)
+
+
+def as_int(x, name, ctype=INT64):
+    """An integer argument: Python and NumPy integers (anything with __index__); a float such as
+    3.9 or a string such as '3' is a TypeError rather than silently truncated or parsed, and a
+    value outside the C type it goes into is an InvalidArgumentError naming the argument."""
+    if isinstance(x, bool):
+        raise TypeError(f"{name} must be an integer, got bool {x!r}")
+    try:
+        value = operator.index(x)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(x).__name__} {x!r}") from None
+    type_name, lo, hi = ctype
+    if not lo <= value <= hi:
+        raise invalid_argument(f"{name} = {value} is out of range: the C API takes it as {type_name} "
+                               f"({lo}..{hi})")
+    return value
+
+
+def _enum_value(x):
+    """An enum's integer value given as a plain integer (not a bool, float or string), else None."""
+    if isinstance(x, bool):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
 def as_model(model):
     """A Model from a Model, its value, or a name ("gat", "gatv2", "transformer", "agnn")."""
     if isinstance(model, Model):
@@ -50,7 +84,7 @@ def as_model(model):
             return _MODEL_NAMES[key]
         raise invalid_argument(f"unknown model {model!r}; expected one of {', '.join(MODEL_INPUTS)}")
     try:
-        return Model(int(model))
+        return Model(_enum_value(model))
     except (TypeError, ValueError):
         raise invalid_argument(f"unknown model {model!r}; expected one of {', '.join(MODEL_INPUTS)}") from None
 
@@ -67,7 +101,7 @@ def as_dtype(dtype):
     name = name.replace("torch.", "").replace("numpy.", "")
     if name in _DTYPE_NAMES:
         return _DTYPE_NAMES[name]
-    if isinstance(dtype, int):
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
         try:
             return DType(dtype)
         except ValueError:
@@ -82,7 +116,7 @@ def as_direction(direction):
     if isinstance(direction, str) and direction.lower() in _DIRECTIONS:
         return _DIRECTIONS[direction.lower()]
     try:
-        return Direction(int(direction))
+        return Direction(_enum_value(direction))
     except (TypeError, ValueError):
         raise invalid_argument(f"direction must be 'forward' or 'backward', got {direction!r}") from None
 
@@ -129,7 +163,7 @@ def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scal
     [0, 2**64): the backward must get the forward's dropout and seed.
 
     ``edge_features``: the op takes the ``edge`` input (see ``EDGE_MODELS``); not for AGNN."""
-    heads, dim = int(heads), int(dim)
+    heads, dim = as_int(heads, "heads", INT32), as_int(dim, "dim", INT32)
     if heads < 1 or dim < 1:
         raise invalid_argument(f"heads and dim must be >= 1, got heads={heads}, dim={dim}")
     dropout = check_dropout(dropout)
@@ -191,6 +225,12 @@ def infer_heads_dim(model, inputs, heads=None, dim=None):
         if heads is None and dim is None:
             raise invalid_argument(f"inputs[{first!r}] has shape {list(shape)}: pass heads (and dim) for [N, H*D] "
                                    "features, or give them as [N, H, D]", kind="shape")
+        if (heads is None) != (dim is None):  # the one given must divide the H*D channels
+            name, given = ("heads", heads) if dim is None else ("dim", dim)
+            given = as_int(given, name, INT32)
+            if given < 1 or shape[1] % given:
+                raise invalid_argument(f"inputs[{first!r}] has shape {list(shape)}: {name}={given} does not "
+                                       f"divide its {shape[1]} channels into H x D", kind="shape")
         if heads is None:
             heads = shape[1] // int(dim)
         if dim is None:

@@ -4,6 +4,7 @@ import numpy as np
 
 from . import _dfgnn
 from ._op import MODEL_INPUTS, _shape, check_input_names, infer_heads_dim, make_op
+from .ops import _graph_handle
 
 
 def _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropout, dropout_seed):
@@ -39,11 +40,12 @@ def reference_forward(graph, model, inputs, heads=None, dim=None, *, negative_sl
     Returns ``(out, lse)``: out [N, H, D] and the per-(node, head) log-sum-exp of the scores
     [N, H] (-inf for nodes without in-edges), both new float64 NumPy arrays.
     """
+    handle = _graph_handle(graph)
     op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropout, dropout_seed)
     n = graph.num_nodes
     out = np.empty((n, op.heads, op.dim), dtype=np.float64)
     lse = np.empty((n, op.heads), dtype=np.float64)
-    _dfgnn.reference_forward(graph._h, op, dict(inputs), out, lse)
+    _dfgnn.reference_forward(handle, op, dict(inputs), out, lse)
     return out, lse
 
 
@@ -52,9 +54,10 @@ def reference_backward(graph, model, inputs, grad_out, heads=None, dim=None, *, 
     """Backward of :func:`reference_forward`: given d(loss)/d(out) (``grad_out``, [N, H, D]),
     returns a dict with the gradient of every input (same keys and shapes as ``inputs``, new
     float64 NumPy arrays). ``dropout`` and ``dropout_seed``: the forward's (same mask)."""
+    handle = _graph_handle(graph)
     op = _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropout, dropout_seed)
     grads = {k: np.empty(_shape(v), dtype=np.float64) for k, v in inputs.items()}
-    _dfgnn.reference_backward(graph._h, op, dict(inputs), grad_out, grads)
+    _dfgnn.reference_backward(handle, op, dict(inputs), grad_out, grads)
     return grads
 
 

@@ -5,13 +5,20 @@ import os
 
 from . import _dfgnn
 from ._errors import invalid_argument
-from ._op import as_direction
+from ._op import Op, as_direction
+from .ops import _graph_handle
 
 _MODES = {"off": 0, "on_miss": 1}
 
 
 def _context(context):
     return _dfgnn.default_context() if context is None else context
+
+
+def _checked_op(op):
+    if not isinstance(op, Op):
+        raise invalid_argument(f"op must be a dfgnn.Op (see dfgnn.op), got {type(op).__name__}", kind="type")
+    return op
 
 
 def set_tune_mode(mode, context=None):
@@ -32,9 +39,14 @@ def set_database(user=None, sites=None, context=None):
     shipped databases (the package's ``data/tuning/*.db``, or $DFGNN_SHIPPED_DB; "off": none). An
     unusable file, or a site or shipped database of another GPU or build, is logged and skipped."""
     if user is not None:
-        user = os.fspath(user)
+        user = os.fsdecode(user)
     if sites is not None and not isinstance(sites, str):
-        sites = ":".join(os.fspath(s) for s in sites)
+        sites = [os.fsdecode(s) for s in sites]
+        for s in sites:  # the C API splits the joined list at every ':'
+            if ":" in s:
+                raise invalid_argument(f"sites entry {s!r} contains ':', which separates database paths; "
+                                       "rename the file or link it from a path without ':'")
+        sites = ":".join(sites)
     _context(context).set_database(user, sites)
 
 
@@ -43,7 +55,8 @@ def tune(graph, op, direction="forward", budget_seconds=20.0, *, context=None):
     the row pass, then the column pass), stores the winners in the user database and makes the
     context dispatch them. Needs a GPU. Returns the report: a list with one dict per pass
     (winner, default, speedup, runner-up, counts, reason)."""
-    text = _dfgnn.tune(_context(context), graph._h, op, as_direction(direction), float(budget_seconds))
+    text = _dfgnn.tune(_context(context), _graph_handle(graph), _checked_op(op), as_direction(direction),
+                       float(budget_seconds))
     return json.loads(text) if text else []
 
 
@@ -58,4 +71,4 @@ def explain(graph, op, direction="forward", *, context=None):
     ``radius``, ``neighbours`` and ``neighbour`` (the nearest tuned graph's fingerprint hash,
     bucket key, nodes and edges), a default one its ``rule``. ``origin_detail`` says it in one
     line. Also: the schedule and the database row's statistics."""
-    return json.loads(_dfgnn.explain(_context(context), graph._h, op, as_direction(direction)))
+    return json.loads(_dfgnn.explain(_context(context), _graph_handle(graph), _checked_op(op), as_direction(direction)))

@@ -27,6 +27,7 @@ needs the ``dfgnn-db`` tool, which the wheel ships (``dfgnn/bin``) or ``PATH`` p
 import argparse
 import datetime
 import json
+import math
 import os
 import shutil
 import socket
@@ -35,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._errors import invalid_argument
+from ._errors import Error, invalid_argument
 
 __all__ = ["shard", "rank_database", "find_tool", "check_site_database", "merge_and_export", "load_graph",
            "Tuner", "tune_distributed", "agreement", "SiteDatabaseError", "DistributedTuningError"]
@@ -291,6 +292,9 @@ def tune_distributed(graphs, ops, out, work_dir, *, directions=("forward",), bud
         as_direction(d)
     if not graphs or not ops or not directions:
         raise invalid_argument("tune_distributed needs at least one graph, one op and one direction")
+    for name, seconds in (("budget_seconds", budget_seconds), ("timeout_s", timeout_s)):
+        if seconds is not None and not (isinstance(seconds, (int, float)) and 0 < seconds < math.inf):
+            raise invalid_argument(f"{name} must be a positive number of seconds, got {seconds!r}")
     work_dir = Path(os.fspath(work_dir))
     out = Path(os.fspath(out))
     problems_per_rank = len(graphs) * len(ops) * len(directions)
@@ -435,7 +439,15 @@ def main(argv=None):
         if len(parts) != 3 or not all(x.isdigit() for x in parts[1:]):
             print(f"dfgnn.distributed: --op {text!r}: expected MODEL:HEADS:DIM, e.g. gat:8:8", file=sys.stderr)
             return 2
-        ops += [make_op(parts[0], dtype, int(parts[1]), int(parts[2])) for dtype in args.dtype.split(",")]
+        try:
+            ops += [make_op(parts[0], dtype, int(parts[1]), int(parts[2])) for dtype in args.dtype.split(",")]
+        except Error as e:  # an unknown model or dtype, heads or dim 0
+            print(f"dfgnn.distributed: --op {text!r} --dtype {args.dtype!r}: {e.message}", file=sys.stderr)
+            return 2
+    for name, seconds in (("--budget", args.budget), ("--timeout", args.timeout)):
+        if seconds is not None and not 0 < seconds < math.inf:
+            print(f"dfgnn.distributed: {name} {seconds!r} must be a positive number of seconds", file=sys.stderr)
+            return 2
     directions = ["forward", "backward"] if args.direction == "both" else [args.direction]
     try:
         report = tune_distributed(args.graphs, ops, args.out, args.work_dir, directions=directions,

@@ -385,6 +385,118 @@ TEST(Cli, TuneRefusesAHugeDimAtOnce) {
   }
 }
 
+// ---------------------------------------------------------------- second audit: dfgnn-tune and dfgnn-bench options
+
+// Before: Boost read "-1" into the uint64_t seed as 2^64 - 1 and the graphs were generated with it.
+TEST(Cli, TuneAndBenchRefuseASeedOutsideUint64) {
+  TempDir dir;
+  const std::string db_arg = " --db " + quote(dir / "t.db");
+  for (const char* seed : {"-1", "18446744073709551616", "1x", "''"}) {
+    SCOPED_TRACE(seed);
+    const Result t = tune("--rmat 4 --explain" + db_arg + " --seed " + seed);
+    EXPECT_EQ(t.code, 2) << t.output;
+    EXPECT_EQ(line_count(t.output), 1) << t.output;
+    EXPECT_TRUE(contains(t.output, "dfgnn-tune: --seed '")) << t.output;
+    EXPECT_TRUE(contains(t.output, "' is not an integer in 0..18446744073709551615")) << t.output;
+#ifdef DFGNN_BENCH_EXE
+    const Result b = run_tool(DFGNN_BENCH_EXE, std::string("--rmat 4 --dry-run --seed ") + seed);
+    EXPECT_EQ(b.code, 2) << b.output;
+    EXPECT_EQ(line_count(b.output), 1) << b.output;
+    EXPECT_TRUE(contains(b.output, "dfgnn-bench: --seed '")) << b.output;
+#endif
+  }
+  const Result top = tune("--rmat 4 --explain" + db_arg + " --seed 18446744073709551615");
+  EXPECT_EQ(top.code, 0) << top.output;
+  EXPECT_TRUE(contains(top.output, "graph rmat-s4-e256-seed18446744073709551615 (valid)")) << top.output;
+}
+
+// Before: only the directory was checked; the write failed at the very end, after the graphs were
+// loaded (and on a GPU after all the tuning), as "writing FILE failed" with no reason. /proc
+// refuses new files even to root.
+TEST(Cli, TuneAndBenchCheckThatTheJsonFileCanBeWrittenFirst) {
+  TempDir dir;
+  const std::string db_arg = " --db " + quote(dir / "t.db");
+  const Result t = tune("--rmat 4" + db_arg + " --json /proc/dfgnn-report.json");
+  EXPECT_EQ(t.code, 2) << t.output;
+  EXPECT_EQ(line_count(t.output), 1) << t.output;
+  EXPECT_TRUE(contains(t.output, "dfgnn-tune: --json /proc/dfgnn-report.json: cannot write the file: ")) << t.output;
+#ifdef DFGNN_BENCH_EXE
+  const Result b = run_tool(DFGNN_BENCH_EXE, "--rmat 4 --json /proc/dfgnn-report.json");
+  EXPECT_EQ(b.code, 2) << b.output;
+  EXPECT_TRUE(contains(b.output, "dfgnn-bench: --json /proc/dfgnn-report.json: cannot write the file: ")) << b.output;
+#endif
+  // The check neither leaves a new file behind nor truncates an existing one when the run fails.
+  const Result missing = tune(quote(dir / "no-such-graph.txt") + db_arg + " --json " + quote(dir / "new.json"));
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_FALSE(fs::exists(dir / "new.json"));
+  std::ofstream(dir / "old.json") << "{\"kept\": true}\n";
+  EXPECT_EQ(tune(quote(dir / "no-such-graph.txt") + db_arg + " --json " + quote(dir / "old.json")).code, 1);
+  std::ifstream in(dir / "old.json");
+  EXPECT_EQ(nlohmann::json::parse(in).at("kept"), true);
+}
+
+// Before: a --site file that does not exist was skipped with a log line and tuning went on.
+TEST(Cli, TuneRefusesAMissingSiteDatabase) {
+  TempDir dir;
+  put(dir / "site.db", 1, kValid, kOther);
+  const Result r = tune("--rmat 4 --explain --db " + quote(dir / "t.db") + " --site " + quote((dir / "site.db") + ":" + (dir / "typo.db")));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnn-tune: --site " + (dir / "typo.db") + " is not an existing file")) << r.output;
+  EXPECT_EQ(tune("--rmat 4 --explain --db " + quote(dir / "t.db") + " --site " + quote((dir / "site.db") + "::")).code, 0);
+}
+
+// Before: 1e300 seconds overflowed llround and the plan line read "(at most -153722867280912930:-8)".
+TEST(Cli, TunePrintsAHugeBudgetWithoutGarbage) {
+  TempDir dir;
+  const Result r = tune("--rmat 4 --explain --budget 1e300 --db " + quote(dir / "t.db"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "budget 1e+300 s each (at most --:--)")) << r.output;
+}
+
+#ifdef DFGNN_BENCH_EXE
+Result bench(const std::string& args) { return run_tool(DFGNN_BENCH_EXE, args, "timeout 60"); }
+
+TEST(Cli, BenchChecksItsOptions) {
+  TempDir dir;
+  const std::string missing_db = dir / "typo.db";
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      // Before: accepted; on a GPU 2^31 - 1 timed launches made as many CUDA event pairs first.
+      {"--iters 2147483647", "--iters 2147483647 must be in 1..100000"},
+      {"--iters 0", "--iters 0 must be in 1..100000"},
+      {"--warmup 100001", "--warmup 100001 must be in 0..100000"},
+      {"--warmup -1", "--warmup -1 must be in 0..100000"},
+      // Before: --dry-run returned before the JSON was written, so --json was ignored silently.
+      {"--json " + quote(dir / "r.json"), "--json: --dry-run measures nothing and writes no JSON"},
+      // Before: a missing database was skipped with a log line and dispatch used the default rule.
+      {"--db " + quote(missing_db), "--db " + missing_db + " is not an existing file"},
+      // Checked before and still so (one line each, exit 2).
+      {"--heads 0", "--heads 0 must be >= 1"},
+      {"--rotations 65", "--rotations 65 must be in 0..64"},
+      {"--device -1", "--device -1 must be >= 0"},
+      {"--iters 1e3", "the argument ('1e3') for option '--iters' is invalid"},
+      {"--schedules 'all;default'", "--schedules all cannot be combined with other schedules"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Result r = bench("--rmat 4 --dry-run " + c.args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "dfgnn-bench: " + c.message)) << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "r.json"));
+  const Result ok = bench("--rmat 4 --dry-run --iters 100000 --warmup 0 --model gat");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(contains(ok.output, "rmat-s4-e256-seed1 (16 nodes")) << ok.output;
+  const Result no_file = bench("--graph " + quote(dir / "none.txt") + " --dry-run");
+  EXPECT_EQ(no_file.code, 1) << no_file.output;
+  EXPECT_TRUE(contains(no_file.output, dir / "none.txt")) << no_file.output;
+}
+#endif  // DFGNN_BENCH_EXE
+
 #ifdef DFGNN_GRAPH_EXE
 Result graph_tool(const std::string& args, const std::string& prefix = "timeout 60") {
   return run_tool(DFGNN_GRAPH_EXE, args, prefix);

@@ -236,6 +236,25 @@ def test_tune_command_rejects_a_malformed_op(tmp_path):
     assert p.returncode == 2 and "--op 'gat:8': expected MODEL:HEADS:DIM" in p.stderr
 
 
+def test_tune_command_names_a_bad_op_dtype_or_budget(tmp_path):
+    # Before: make_op's exception ended the command in a traceback; a NaN budget reached the ranks.
+    for extra, needle in ((["--op", "resnet:1:8"], "--op 'resnet:1:8' --dtype 'float32': unknown model 'resnet'"),
+                          (["--op", "gat:0:8"], "heads and dim must be >= 1"),
+                          (["--dtype", "float99"], "unsupported dtype 'float99'"),
+                          (["--budget", "nan"], "--budget nan must be a positive number of seconds"),
+                          (["--budget", "0"], "--budget 0.0 must be a positive number of seconds"),
+                          (["--timeout", "-1"], "--timeout -1.0 must be a positive number of seconds")):
+        p = subprocess.run([sys.executable, "-m", "dfgnn.distributed", "tune", "rmat:5", "--out", str(tmp_path / "s.db"),
+                            "--work-dir", str(tmp_path), *extra], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr, (extra, p.stderr)
+        assert p.stderr.strip().splitlines()[-1].startswith("dfgnn.distributed: "), p.stderr  # after runpy's warning
+    for bad in (float("nan"), 0, -5.0, float("inf"), "20"):
+        with pytest.raises(dfgnn.InvalidArgumentError, match="budget_seconds must be a positive number"):
+            dd.tune_distributed(["rmat:5"], [dfgnn.op("gat", "float32", 1, 8)], tmp_path / "s.db", tmp_path / "w",
+                                budget_seconds=bad)
+    assert not (tmp_path / "w").exists()
+
+
 # ------------------------------------------------------------------------------ 2-3 ranks (gloo)
 
 @requires_torch

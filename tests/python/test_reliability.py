@@ -92,3 +92,94 @@ def test_fingerprint_to_json_refuses_what_parse_rejects():
         with pytest.raises(dfgnn.InvalidArgumentError, match=needle):
             dfgnn.fingerprint_to_json(bad)
     json.loads(dfgnn.fingerprint_to_json(fp))
+
+
+# ---------------------------------------------------------------- second audit (arguments)
+
+def test_integers_beyond_their_c_type_name_the_argument():
+    # Before: nanobind's "incompatible function arguments" TypeError, which names no argument.
+    for call, needle in ((lambda: dfgnn.Graph(EDGE_INDEX, num_nodes=2**63), "num_nodes = 9223372036854775808"),
+                         (lambda: dfgnn.Graph.rmat(2**31, 10), "scale = 2147483648"),
+                         (lambda: dfgnn.Graph.rmat(4, 2**63, seed=1), "edges = 9223372036854775808"),
+                         (lambda: dfgnn.Graph.rmat(4, 10, seed=-1), "seed = -1"),
+                         (lambda: dfgnn.Graph.planted_hubs(10, 2**31, 0, 0), "avg_degree = 2147483648"),
+                         (lambda: dfgnn.Graph.planted_hubs(10, 2, 0, 0, seed=2**64), "seed = 18446744073709551616"),
+                         (lambda: dfgnn.op("gat", heads=2**31), "heads = 2147483648"),
+                         (lambda: dfgnn.op("gat", dim=-2**31 - 1), "dim = -2147483649")):
+        with pytest.raises(dfgnn.InvalidArgumentError, match=needle + " is out of range"):
+            call()
+    # The extremes of each type still reach the library, which checks what it supports.
+    assert dfgnn.Graph.rmat(4, 10, seed=2**64 - 1).num_nodes == 16
+    with pytest.raises(dfgnn.InvalidArgumentError, match="scale must be in"):
+        dfgnn.Graph.rmat(2**31 - 1, 10)
+
+
+def test_op_sizes_must_be_integers():
+    # Before: int() truncated 2.5 heads to 2 and parsed "8", silently.
+    for heads in (2.5, "8", True):
+        with pytest.raises(TypeError, match="heads must be an integer"):
+            dfgnn.op("gat", "float32", heads=heads, dim=8)
+    assert dfgnn.op("gat", "float32", heads=np.int32(2), dim=np.int64(8)).heads == 2
+
+
+def test_list_ids_beyond_int64_are_named():
+    # Before: astype(int64) wrapped 2**63 to -2**63, and the library reported node id -9223372036854775808.
+    with pytest.raises(dfgnn.InvalidArgumentError, match="edge_index holds 9223372036854775809, beyond int64"):
+        dfgnn.Graph([[2**63, 2**63 + 1], [2**63 + 1, 2**63]], num_nodes=2)
+
+
+def test_flat_features_need_a_divisor_of_their_width(rng):
+    g = dfgnn.Graph(EDGE_INDEX)
+    inputs = {"h": rng.standard_normal((3, 8)), "beta": np.ones(1)}
+    # Before: heads=0 raised ZeroDivisionError; heads=3 became dim 2 and a shape error about [3, 3, 2].
+    for kw, needle in (({"heads": 0}, "heads=0 does not divide its 8 channels"),
+                       ({"heads": 3}, "heads=3 does not divide its 8 channels"),
+                       ({"dim": 3}, "dim=3 does not divide its 8 channels")):
+        with pytest.raises(dfgnn.InvalidArgumentError, match=needle):
+            dfgnn.reference_forward(g, "agnn", inputs, **kw)
+    out, _ = dfgnn.reference_forward(g, "agnn", inputs, heads=2)
+    assert out.shape == (3, 2, 4)
+
+
+def test_enum_arguments_refuse_bools_and_floats():
+    g = dfgnn.Graph(EDGE_INDEX)
+    op = dfgnn.op("gat", "float32", heads=1, dim=8)
+    # Before: True and 1.7 were read as 1: the backward, GATv2, float16, without a word.
+    for direction in (True, 1.7):
+        with pytest.raises(dfgnn.InvalidArgumentError, match="direction must be 'forward' or 'backward'"):
+            dfgnn.explain(g, op, direction)
+    for model in (True, 1.5):
+        with pytest.raises(dfgnn.InvalidArgumentError, match="unknown model"):
+            dfgnn.op(model)
+    with pytest.raises(dfgnn.InvalidArgumentError, match="unsupported dtype True"):
+        dfgnn.op("gat", True)
+    assert len(dfgnn.explain(g, op, 1)) == 2 and dfgnn.op(2).model == dfgnn.Model.TRANSFORMER
+
+
+def test_tuning_calls_name_a_wrong_graph_or_op():
+    g = dfgnn.Graph(EDGE_INDEX)
+    op = dfgnn.op("gat", "float32", heads=1, dim=8)
+    # Before: AttributeError ('str' object has no attribute '_h') or nanobind's unnamed TypeError.
+    with pytest.raises(dfgnn.InvalidArgumentError, match="graph must be a dfgnn.Graph, got str"):
+        dfgnn.explain("data/cora", op)
+    with pytest.raises(dfgnn.InvalidArgumentError, match="graph must be a dfgnn.Graph, got str"):
+        dfgnn.tune("data/cora", op, budget_seconds=1)
+    with pytest.raises(dfgnn.InvalidArgumentError, match="op must be a dfgnn.Op"):
+        dfgnn.explain(g, "gat")
+    with pytest.raises(dfgnn.InvalidArgumentError, match="graph must be a dfgnn.Graph, got int"):
+        dfgnn.reference_forward(3, "agnn", {"h": np.ones((3, 1, 2)), "beta": np.ones(1)})
+    with pytest.raises(dfgnn.InvalidArgumentError, match="budget_seconds must be positive"):
+        dfgnn.tune(g, op, budget_seconds=math.nan)
+
+
+def test_paths_with_a_colon_or_as_bytes(tmp_path):
+    ctx = dfgnn.Context()
+    # Before: the joined list was split at the colon into two other paths, each skipped as missing.
+    with pytest.raises(dfgnn.InvalidArgumentError, match="contains ':'"):
+        dfgnn.set_database("", [tmp_path / "a:b.db"], context=ctx)
+    # A bytes path is a path too (before: nanobind's TypeError naming no argument).
+    dfgnn.set_database(bytes(tmp_path / "user.db"), [bytes(tmp_path / "site.db")], context=ctx)
+    assert dfgnn.explain(dfgnn.Graph(EDGE_INDEX), dfgnn.op("gat", "float32", 1, 8), context=ctx)
+    path = tmp_path / "g.txt"
+    path.write_text("# nodes 2 edges 1\n0 1\n")
+    assert dfgnn.Graph.from_file(bytes(path)).num_edges == 1
