@@ -313,12 +313,12 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("schedules", po::value(&schedules)->composing(),
      "default (dispatch), all (every candidate of dfgnnListSchedules), or a list of schedules separated by ';' "
      "(repeatable; 'default' inside a list is the dispatch choice; backward takes ROW|COL or one schedule for both)")
-    ("warmup", po::value(&o.warmup)->default_value(10), "untimed launches before timing")
-    ("iters", po::value(&o.iters)->default_value(50), "timed launches (each with its own event pair)")
+    ("warmup", po::value(&o.warmup)->default_value(10), "untimed launches before timing (0..100000)")
+    ("iters", po::value(&o.iters)->default_value(50), "timed launches, each with its own event pair (1..100000)")
     ("rotations", po::value(&o.rotations)->default_value(0), "input sets to rotate through (0: automatic, enough for 3x L2, at most 8)")
     ("device", po::value(&o.device)->default_value(0), "CUDA device ordinal")
     ("json", po::value(&o.json_path), "write all results to this JSON file")
-    ("db", po::value(&o.db), "tuning database that 'default' (dispatch) reads, read-only (default: none, the solvers' default rule)")
+    ("db", po::value(&o.db), "existing tuning database that 'default' (dispatch) reads, read-only (default: none, the solvers' default rule)")
     ("no-baseline", "skip the cuSPARSE baseline")
     ("dry-run", "check arguments, load graphs and list the configurations and schedules, without a GPU");
   po::variables_map vm;
