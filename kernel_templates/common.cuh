@@ -36,17 +36,22 @@ __device__ __forceinline__ float exp_fast(float x) { return exp2f(x * kLog2e); }
 __device__ __forceinline__ float leaky(float z, float slope) { return z > 0.f ? z : z * slope; }
 __device__ __forceinline__ float leaky_grad(float z, float slope) { return z > 0.f ? 1.f : slope; }
 
-// Problem geometry and thread mapping, all compile-time. A "group" of L lanes (4, 8, 16 or 32,
-// aligned inside a warp) owns one (node, head) slice of D channels; lane gl holds channels
-// d = (c*L + gl)*V + v for chunk c < C and vector slot v < V, i.e. R = C*V floats in registers.
+// Problem geometry and thread mapping, all compile-time. A "group" of GL = L * HG lanes (aligned
+// inside a warp) owns HG consecutive heads of one node; each head is a segment of L lanes (1 to 32),
+// so many heads of few channels fill a group as one wide head does, and the per-head reductions
+// are segmented shuffles. Lane gl of a segment holds channels d = (c*L + gl)*V + v for chunk
+// c < C and vector slot v < V, i.e. R = C*V floats in registers.
 // E: the op has edge features (Params::edge), compiled in so ops without them pay nothing.
-template <typename T_, int D_, int H_, int L_, int V_, bool E_>
+template <typename T_, int D_, int H_, int L_, int V_, bool E_, int HG_ = 1>
 struct Geo {
   using T = T_;
-  static constexpr int D = D_, H = H_, L = L_, V = V_;
+  static constexpr int D = D_, H = H_, L = L_, V = V_, HG = HG_;
   static constexpr bool E = E_;
+  static constexpr int GL = L * HG;  // lanes of a group
+  static constexpr int HB = H / HG;  // head blocks: the groups of one node
   static constexpr int C = (D + L * V - 1) / (L * V);
   static constexpr int R = C * V;
+  static_assert(H % HG == 0 && GL <= 32 && (GL & (GL - 1)) == 0, "a group spans whole heads inside a warp");
 };
 
 // Loads V consecutive elements with one aligned vector load when their bytes allow it.

@@ -15,18 +15,33 @@ namespace dfgnn {
 // Attention dropout: the weight of edge `edge` (its CSR position) in head `head` is kept, scaled by
 // `keep_scale` = 1 / (1 - p), when a counter-based hash of (seed, edge, head) is at or above
 // `threshold` = p * 2^32, else dropped. Stateless, so the backward passes regenerate the forward's
-// mask without storing it (the column pass through the CSC's CSR positions).
-DFGNN_HOST_DEVICE float dropout_factor(unsigned long long seed, unsigned threshold, float keep_scale, long long edge,
-                                       int heads, int head) {
-  unsigned long long x = seed + (static_cast<unsigned long long>(edge) * heads + head + 1) * 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;  // splitmix64's finaliser
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return static_cast<unsigned>(x >> 32) >= threshold ? keep_scale : 0.f;
+// mask without storing it (the column pass through the CSC's CSR positions). The hash is 32-bit
+// (two rounds of a 2-multiply integer mixer, edge then head, each keyed by a half of the seed):
+// 64-bit multiplies are emulated on the GPU, and this runs for every edge and head of every pass.
+DFGNN_HOST_DEVICE unsigned mix32(unsigned x) {  // a low-bias 32-bit finaliser (xorshift-multiply)
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+struct DropoutKey {  // the seed's halves, read once per thread
+  unsigned lo, hi;
+};
+DFGNN_HOST_DEVICE DropoutKey dropout_key(unsigned long long seed) {
+  return {static_cast<unsigned>(seed), static_cast<unsigned>(seed >> 32)};
+}
+DFGNN_HOST_DEVICE unsigned dropout_bits(DropoutKey key, int edge, int head) {
+  return mix32(mix32(static_cast<unsigned>(edge) ^ key.lo) + static_cast<unsigned>(head + 1) * 0x9e3779b9u + key.hi);
+}
+DFGNN_HOST_DEVICE float dropout_factor(DropoutKey key, unsigned threshold, float keep_scale, int edge, int head) {
+  return dropout_bits(key, edge, head) >= threshold ? keep_scale : 0.f;
 }
 
-// Heads one balanced_kernel block serves: all of them when they divide its lane groups (the heads
-// of one edge share then sit side by side), else one. The host sizes that kernel's grid by it.
+// Head blocks (a group's heads, Geo::HB of them per node) one balanced_kernel block serves: all
+// of them when they divide its lane groups (the head blocks of one edge share then sit side by
+// side), else one. The host sizes that kernel's grid by it.
 DFGNN_HOST_DEVICE constexpr int balanced_heads_per_block(int groups, int heads) {
   return groups % heads == 0 ? heads : 1;
 }

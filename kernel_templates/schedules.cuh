@@ -1,7 +1,8 @@
 // dfgnn kernel templates, part 4: schedules (thread mappings) and helper kernels.
 //
-// rows_kernel<Pass, GROUPS, TEAM>: a block of GROUPS lane groups (GROUPS * L threads); TEAM
-// consecutive groups cooperate on one (item, head): TEAM = 1 is "sub-warp / warp per row",
+// rows_kernel<Pass, GROUPS, TEAM>: a block of GROUPS lane groups (GROUPS * GL threads, a group
+// serving HG heads, common.cuh's Geo); TEAM consecutive groups cooperate on one (item, head block):
+// TEAM = 1 is "sub-warp / warp per row",
 // TEAM > 1 is "block per row" (the team's groups take interleaved edge batches and merge their
 // partial states in shared memory, in a fixed order). An item is a node (whole row) or, with a
 // work list, a segment (node, begin, end, slot): slot >= 0 stores a partial state for
@@ -29,17 +30,33 @@ __host__ __device__ constexpr int min_blocks() {
   return Pass::kHalfOccupancy && THREADS <= 1024 ? 1024 / THREADS : 0;
 }
 
+// A thread's place in its group: the group, the head it serves (of the group's HG heads starting
+// at head block `block` * HG) and its lane in that head's segment of L lanes.
+template <typename G>
+struct GroupLane {
+  int group, head_slot, gl;
+  __device__ GroupLane() {
+    const int lane = threadIdx.x % G::GL;
+    group = threadIdx.x / G::GL;
+    head_slot = lane / G::L;
+    gl = lane % G::L;
+  }
+  __device__ int head(int block) const { return block * G::HG + head_slot; }
+  // Its slot among per-(group, head) states in shared memory.
+  __device__ int state_slot() const { return group * G::HG + head_slot; }
+};
+
 template <typename Pass, int GROUPS, int TEAM>
-__global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS * Pass::G_::L>()))
+__global__ void __launch_bounds__(GROUPS * Pass::G_::GL, (min_blocks<Pass, GROUPS * Pass::G_::GL>()))
     rows_kernel(const Params p) {
   using G = typename Pass::G_;
-  constexpr int L = G::L, TEAMS = GROUPS / TEAM, U = Pass::U;
+  constexpr int TEAMS = GROUPS / TEAM, U = Pass::U;
   static_assert(GROUPS % TEAM == 0, "TEAM must divide GROUPS");
-  const int group = threadIdx.x / L, gl = threadIdx.x % L;
-  const int team = group / TEAM, member = group % TEAM;
-  const unsigned mask = group_mask<L>();
-  const long long item_head = static_cast<long long>(blockIdx.x) * TEAMS + team;
-  const int item = static_cast<int>(item_head / G::H), head = static_cast<int>(item_head % G::H);
+  const GroupLane<G> at;
+  const int gl = at.gl, team = at.group / TEAM, member = at.group % TEAM;
+  const unsigned mask = group_mask<G::GL>();
+  const long long item_block = static_cast<long long>(blockIdx.x) * TEAMS + team;
+  const int item = static_cast<int>(item_block / G::HB), head = at.head(static_cast<int>(item_block % G::HB));
   const bool in_range = item < p.num_items;
 
   int node = 0, begin = 0, end = 0, slot = -1;
@@ -64,13 +81,13 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS
   if constexpr (TEAM > 1) {
     extern __shared__ float team_states[];
     constexpr int SF = state_floats<Pass>();
-    float* mine = team_states + group * SF;
+    float* mine = team_states + at.state_slot() * SF;
     if (active && member > 0) store_state<G>(mine, gl, st);
     __syncthreads();
     if (active && member == 0) {
       for (int k = 1; k < TEAM; ++k) {
         typename Pass::State other;
-        load_state<G>(mine + k * SF, gl, other);
+        load_state<G>(mine + k * G::HG * SF, gl, other);
         Pass::merge(st, other);
       }
     }
@@ -85,15 +102,15 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS
 
 // Folds the partial states of each split row in slot order (deterministic), then finishes it.
 template <typename Pass, int GROUPS>
-__global__ void __launch_bounds__(GROUPS * Pass::G_::L) merge_kernel(const Params p) {
+__global__ void __launch_bounds__(GROUPS * Pass::G_::GL) merge_kernel(const Params p) {
   using G = typename Pass::G_;
-  constexpr int L = G::L;
-  const int group = threadIdx.x / L, gl = threadIdx.x % L;
-  const long long hub_head = static_cast<long long>(blockIdx.x) * GROUPS + group;
-  const int hub = static_cast<int>(hub_head / G::H), head = static_cast<int>(hub_head % G::H);
+  const GroupLane<G> at;
+  const int gl = at.gl;
+  const long long hub_block = static_cast<long long>(blockIdx.x) * GROUPS + at.group;
+  const int hub = static_cast<int>(hub_block / G::HB), head = at.head(static_cast<int>(hub_block % G::HB));
   if (hub >= p.num_hubs) return;
   const int4 h = p.hubs[hub];
-  const unsigned mask = group_mask<L>();
+  const unsigned mask = group_mask<G::GL>();
   typename Pass::Ctx ctx;
   Pass::load_ctx(p, h.x, head, gl, mask, ctx);
   typename Pass::State st;
@@ -107,25 +124,26 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L) merge_kernel(const Param
 }
 
 // Edge-balanced block: a block serves one row group of segments (rows [x, y), none longer than
-// the plan's chunk: longer rows go to rows_kernel as split rows) for HB heads. Its groups form
-// GROUPS / HB shares of HB groups, the heads of one share side by side (they read the same
-// neighbours, as in rows_kernel); the shares split the row group's edges into equal contiguous
+// the plan's chunk: longer rows go to rows_kernel as split rows) for HB head blocks. Its groups
+// form GROUPS / HB shares of HB groups, the head blocks of one share side by side (they read the
+// same neighbours, as in rows_kernel); the shares split the row group's edges into equal contiguous
 // ranges, so a block's groups finish together whatever the degrees. A group owns the rows that
 // begin in its share and finishes those that end in it; a row cut by share boundaries is finished
 // by its owner after it folds the later shares' pieces of it, parked in shared memory, in share
 // order (deterministic, no atomics).
 template <typename Pass, int GROUPS>
-__global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS * Pass::G_::L>()))
+__global__ void __launch_bounds__(GROUPS * Pass::G_::GL, (min_blocks<Pass, GROUPS * Pass::G_::GL>()))
     balanced_kernel(const Params p) {
   using G = typename Pass::G_;
-  constexpr int L = G::L, U = Pass::U, SF = state_floats<Pass>();
-  constexpr int HB = balanced_heads_per_block(GROUPS, G::H), SHARES = GROUPS / HB;
-  extern __shared__ float parked[];  // per group: its piece of a row that began in an earlier share
-  const int group = threadIdx.x / L, gl = threadIdx.x % L;
-  const int mine = group / HB, head_slot = group % HB;  // share index, head within the block
-  const unsigned mask = group_mask<L>();
-  const int4 rows = p.segments[blockIdx.x / (G::H / HB)];
-  const int head = blockIdx.x % (G::H / HB) * HB + head_slot;
+  constexpr int U = Pass::U, SF = state_floats<Pass>();
+  constexpr int HB = balanced_heads_per_block(GROUPS, G::HB), SHARES = GROUPS / HB;
+  extern __shared__ float parked[];  // per (group, head): its piece of a row that began in an earlier share
+  const GroupLane<G> at;
+  const int gl = at.gl;
+  const int mine = at.group / HB, block_slot = at.group % HB;  // share index, head block within the block
+  const unsigned mask = group_mask<G::GL>();
+  const int4 rows = p.segments[blockIdx.x / (G::HB / HB)];
+  const int head = at.head(blockIdx.x % (G::HB / HB) * HB + block_slot);
   const int r0 = rows.x, r1 = rows.y;
   const int eb = p.ptr[r0], ee = p.ptr[r1];
   const bool last = mine == SHARES - 1;
@@ -147,7 +165,7 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS
     Pass::load_ctx(p, r - 1, head, gl, mask, ctx);
     const int end = min(p.ptr[r], s1);
     for (int e = s0; e < end; e += U) Pass::consume(p, ctx, e, min(U, end - e), gl, mask, st);
-    store_state<G>(parked + group * SF, gl, st);
+    store_state<G>(parked + at.state_slot() * SF, gl, st);
   }
   // Owned rows; only the last can run past s1 (it stays open, its state in registers).
   int open_end = -1;
@@ -167,7 +185,7 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::L, (min_blocks<Pass, GROUPS
   if (open_end < 0) return;
   for (int k = mine + 1; k < SHARES && eb + k * share < open_end; ++k) {
     typename Pass::State piece;
-    load_state<G>(parked + (k * HB + head_slot) * SF, gl, piece);
+    load_state<G>(parked + ((k * HB + block_slot) * G::HG + at.head_slot) * SF, gl, piece);
     Pass::merge(st, piece);
   }
   Pass::finish(p, ctx, gl, mask, st);

@@ -98,7 +98,7 @@ int run(int argc, char** argv) {
     ("repo", po::value(&repo)->default_value("."), "repository root (for data/cora)")
     ("datasets", po::value(&datasets), "directory of real datasets (pubmed, blogcatalog, snap-email-Enron, tu-PROTEINS)")
     ("quick", "small corpus and dims (for the GPU test label)")
-    ("tiny", "two small graphs, float32 and bfloat16, two dims (for compute-sanitizer)")
+    ("tiny", "two small graphs, float32 and bfloat16, three shapes (for compute-sanitizer)")
     ("real", "only R-MAT and the real graphs of --datasets (with their reduced dims)")
     ("all-schedules", "every candidate schedule (float32, H=4, D=64) instead of one per solver")
     ("report", po::value(&report), "write a Markdown report to this file")
@@ -136,10 +136,10 @@ int run(int argc, char** argv) {
   std::vector<Case> cases;
   try {
     graphs = corpus(ctx, repo, datasets, quick, tiny, real);
-    const std::vector<std::pair<int, int>> dims_small = tiny ? std::vector<std::pair<int, int>>{{7, 3}, {64, 2}}
+    const std::vector<std::pair<int, int>> dims_small = tiny ? std::vector<std::pair<int, int>>{{7, 3}, {64, 2}, {8, 8}}
         : quick
-        ? std::vector<std::pair<int, int>>{{7, 3}, {64, 4}, {128, 1}}
-        : std::vector<std::pair<int, int>>{{1, 1}, {7, 3}, {32, 2}, {64, 4}, {128, 1}, {256, 2}, {16, 8}};
+        ? std::vector<std::pair<int, int>>{{7, 3}, {64, 4}, {128, 1}, {8, 8}}
+        : std::vector<std::pair<int, int>>{{1, 1}, {7, 3}, {32, 2}, {64, 4}, {128, 1}, {256, 2}, {16, 8}, {8, 8}};
     const std::vector<std::pair<int, int>> dims_large = real ? std::vector<std::pair<int, int>>{{64, 4}, {128, 1}}
                                                              : std::vector<std::pair<int, int>>{{7, 3}, {64, 4}, {128, 1}};
     for (const NamedGraph& g : graphs)

@@ -19,7 +19,10 @@ part() {
   "$@" 2>&1 | tee "$logs/$name.log" || rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || failed+=("$name")
 }
-part ctest ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "$@"
+# Tests labelled long (the exhaustive NVRTC compile: every reachable kernel specialisation) run
+# with DFGNN_LONG_TESTS=1; by default CI compiles their sample (NvrtcSample) instead.
+long=(-LE long); [ "${DFGNN_LONG_TESTS:-0}" = 1 ] && long=()
+part ctest ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "${long[@]}" "$@"
 # The libFuzzer targets (tests/fuzz, tools/fuzz.sh): one clang build of their own, the regression inputs
 # replayed, then DFGNN_FUZZ_SECONDS of fuzzing in all (default 60; 0 skips the step). The seed is fixed
 # (DFGNN_FUZZ_SEED, default 1) so that a test run repeats the inputs its last run on this tree tried

@@ -195,9 +195,34 @@ std::shared_ptr<const FittedRule> parse_rule_or_warn(const std::string& text, st
   }
 }
 
+namespace {
+
+// The rule's leaves hold one-head schedules (it was fitted on them). For many heads of few channels
+// the same solver and plan run on groups that span heads, with as many threads per block, where
+// that is one of the solver's candidates; else the leaf's schedule stands.
+std::optional<Schedule> spanning_heads(const PassProblem& problem, const Schedule& s) {
+  const int32_t heads = default_group_heads(problem.op, s.vec);
+  if (s.heads != 1 || heads == 1) return std::nullopt;
+  Schedule spanned = s;
+  spanned.heads = heads;
+  spanned.lanes = std::max(4, heads * lanes_per_head_for_dim(problem.op.dim, s.vec));
+  spanned.groups = std::max(1, s.groups * s.lanes / spanned.lanes);
+  const Solver& solver = solver_of(spanned);
+  if (!solver.invalid_reason(problem, spanned).empty()) return std::nullopt;
+  const std::vector<Schedule> space = solver.enumerate(problem);
+  if (std::find(space.begin(), space.end(), spanned) == space.end()) return std::nullopt;
+  return spanned;
+}
+
+}  // namespace
+
 DefaultChoice choose_default(const FittedRule* rule, const PassProblem& problem) {
   if (rule != nullptr)
-    if (std::optional<DefaultChoice> choice = rule->choose(problem)) return *std::move(choice);
+    if (std::optional<DefaultChoice> choice = rule->choose(problem)) {
+      if (std::optional<Schedule> spanned = spanning_heads(problem, choice->schedule))
+        return {*spanned, fmt::format("{}, lanes spanning {} heads", choice->rule, spanned->heads)};
+      return *std::move(choice);
+    }
   return {hand_rule_schedule(problem), "hand rule"};
 }
 

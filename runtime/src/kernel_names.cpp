@@ -39,32 +39,38 @@ const char* pass_template(PassKind pass) {
 
 }  // namespace
 
-std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t vec, bool edge_features) {
-  return fmt::format("dfgnn::Geo<{},{},{},{},{},{}>", element_type(op.dtype), op.dim, op.heads, lanes, vec,
-                     edge_features ? "true" : "false");
+std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t vec, bool edge_features) {
+  // Geo's L is the lanes of one head; a group of `lanes` spans `heads` of them (its last argument,
+  // left to its default of 1 so that one-head names read as they always did).
+  const std::string spanned = heads == 1 ? "" : fmt::format(",{}", heads);
+  return fmt::format("dfgnn::Geo<{},{},{},{},{},{}{}>", element_type(op.dtype), op.dim, op.heads, lanes / heads, vec,
+                     edge_features ? "true" : "false", spanned);
 }
 
-std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
-  return fmt::format("{}<{},{}>", pass_template(pass), geo_type(op, lanes, vec, op.edge_features != 0),
+std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec) {
+  return fmt::format("{}<{},{}>", pass_template(pass), geo_type(op, lanes, heads, vec, op.edge_features != 0),
                      variant_type(op.model));
 }
 
-std::string rows_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups, int32_t team) {
-  return fmt::format("&dfgnn::rows_kernel<{},{},{}>", pass_type(op, pass, lanes, vec), groups, team);
+std::string rows_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec, int32_t groups,
+                        int32_t team) {
+  return fmt::format("&dfgnn::rows_kernel<{},{},{}>", pass_type(op, pass, lanes, heads, vec), groups, team);
 }
 
-std::string merge_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec) {
-  return fmt::format("&dfgnn::merge_kernel<{},{}>", pass_type(op, pass, lanes, vec), 256 / lanes);
+std::string merge_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec) {
+  return fmt::format("&dfgnn::merge_kernel<{},{}>", pass_type(op, pass, lanes, heads, vec), 256 / lanes);
 }
 
-std::string balanced_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups) {
-  return fmt::format("&dfgnn::balanced_kernel<{},{}>", pass_type(op, pass, lanes, vec), groups);
+std::string balanced_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec,
+                            int32_t groups) {
+  return fmt::format("&dfgnn::balanced_kernel<{},{}>", pass_type(op, pass, lanes, heads, vec), groups);
 }
 
 std::string prep_kernel(const dfgnn_op_t& op) {
   const int32_t lanes = lanes_for_dim(op.dim, 1);
   // The prep kernel reads no edge features.
-  return fmt::format("&dfgnn::prep_kernel<{},{},{}>", geo_type(op, lanes, 1, false), variant_type(op.model), 256 / lanes);
+  return fmt::format("&dfgnn::prep_kernel<{},{},{}>", geo_type(op, lanes, 1, 1, false), variant_type(op.model),
+                     256 / lanes);
 }
 
 std::string reduce_stage1_kernel(const dfgnn_op_t& op) {

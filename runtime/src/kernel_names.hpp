@@ -13,15 +13,18 @@ namespace dfgnn {
 // The template arguments: element type, model functor and pass (kernel_templates/passes.cuh).
 const char* element_type(dfgnn_dtype_t dtype);  // Error(NOT_SUPPORTED) for dtypes without kernels
 const char* variant_type(dfgnn_model_t model);
-std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t vec, bool edge_features);
-std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec);
+// Lane groups of `lanes` lanes spanning `heads` heads (lanes / heads lanes per head).
+std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t vec, bool edge_features);
+std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec);
 
-// Lane groups of `lanes` lanes, `groups` per block, `team` groups per row (schedules.cuh).
-std::string rows_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups, int32_t team);
+// Lane groups as above, `groups` per block, `team` groups per row (schedules.cuh).
+std::string rows_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec, int32_t groups,
+                        int32_t team);
 // Split rows' partial states merged, 256 threads per block.
-std::string merge_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec);
+std::string merge_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec);
 // One block per row group of about equal edges.
-std::string balanced_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t vec, int32_t groups);
+std::string balanced_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec,
+                            int32_t groups);
 
 // The backward's helpers: per-node prep, and the two stages of a parameter-gradient reduction
 // (empty names when the model has no parameter to reduce).

@@ -377,8 +377,9 @@ void row_dropout(const dfgnn_op_t& op, const Compressed& csr, int32_t i, int64_t
   const float scale = dropout_scale(op);
   keep.assign(csr.degree(i), 1.0);
   if (threshold == 0) return;
+  const DropoutKey key = dropout_key(op.dropout_seed);
   for (int32_t k = 0; k < csr.degree(i); ++k)
-    keep[k] = dropout_factor(op.dropout_seed, threshold, scale, csr.ptr[i] + k, op.heads, static_cast<int>(h));
+    keep[k] = dropout_factor(key, threshold, scale, csr.ptr[i] + k, static_cast<int>(h));
 }
 
 template <typename Model>

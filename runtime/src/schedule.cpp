@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <string_view>
 
 namespace dfgnn {
 
@@ -37,6 +38,18 @@ int32_t lanes_for_dim(int32_t dim, int32_t vec) {
   return static_cast<int32_t>(std::clamp<int64_t>(solvers::next_pow2((int64_t{dim} + vec - 1) / vec), 4, 32));
 }
 
+int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec) {
+  return static_cast<int32_t>(std::clamp<int64_t>(solvers::next_pow2((int64_t{dim} + vec - 1) / vec), 1, 32));
+}
+
+int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec) {
+  if (op.heads <= 1 || op.dim >= 32) return 1;
+  const int32_t per_head = lanes_per_head_for_dim(op.dim, vec);
+  int32_t heads = 1;
+  while (op.heads % (heads * 2) == 0 && heads * 2 * per_head <= 32) heads *= 2;
+  return heads;
+}
+
 int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec) {
   // In 64 bits: D near 2^31 must not wrap; the result is at most D, so it fits again.
   const int64_t per_chunk = int64_t{lanes} * vec;
@@ -47,6 +60,7 @@ std::string to_string(const Schedule& s) {
   std::string text = std::string(solver_name(s.solver)) + ":";
   bool first = true;
   Schedule::visit(s, [&](const char* name, int32_t value) {
+    if (value == 1 && std::string_view(name) == "heads") return;  // see Schedule::visit
     text += fmt::format("{}{}={}", first ? "" : ",", name, value);
     first = false;
   });

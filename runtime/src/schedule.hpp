@@ -20,7 +20,9 @@ enum class SolverId : int32_t { Subwarp = 1, BlockRow = 2, HubSplit = 3, Hybrid 
 
 struct Schedule {
   SolverId solver = SolverId::Subwarp;
-  int32_t lanes = 32;     // lanes per group (4, 8, 16, 32): one group per (row, head)
+  int32_t lanes = 32;     // lanes per group (4, 8, 16, 32): one group per (row, head block)
+  int32_t heads = 1;      // heads a group spans (a power of two dividing H and lanes), lanes / heads
+                          // lanes per head: many heads of few channels fill a group as one wide head
   int32_t groups = 8;     // groups per block
   int32_t team = 1;       // groups that split one row (BlockRow), merged in shared memory
   int32_t vec = 1;        // channels per vector load (16-byte loads when vec * dtype size = 16)
@@ -34,11 +36,13 @@ struct Schedule {
   // EdgeBalanced: edges per block (row groups cost at most this; longer rows are split into
   // pieces of block_edges() / groups edges).
   int32_t block_edges() const { return chunk; }
+  int32_t lanes_per_head() const { return lanes / heads; }
 
   // The one field list: name and member, in text order.
   template <typename Self, typename F>
   static void visit(Self& s, F&& f) {
     f("lanes", s.lanes);
+    f("heads", s.heads);  // left out of the text when 1, so texts from before it name the same schedule
     f("groups", s.groups);
     f("team", s.team);
     f("vec", s.vec);
@@ -50,7 +54,7 @@ struct Schedule {
 };
 
 const char* solver_name(SolverId id);
-// "hub_split:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=1024,chunk=512"
+// "hub_split:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=1024,chunk=512"; "subwarp:lanes=16,heads=8,..."
 std::string to_string(const Schedule& s);
 // Parses the text form; unknown solver, unknown or missing field, or a non-integer value is an
 // Error(PARSE_ERROR) naming it. Fields may be omitted: they keep the solver's default values.
@@ -100,5 +104,10 @@ int32_t state_floats(const dfgnn_op_t& op, PassKind pass);
 // Registers per lane and related geometry shared by validity checks and kernel naming.
 int32_t lanes_for_dim(int32_t dim, int32_t vec);
 int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec);
+// Lanes one head needs to hold D channels in vectors of vec with no idle lane (1 to 32).
+int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec);
+// The heads a group spans by default: for H > 1 heads of D < 32 channels, as many (a power of two
+// dividing H) as fill at most a warp with lanes_per_head_for_dim lanes each; else 1.
+int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec);
 
 }  // namespace dfgnn

@@ -46,6 +46,8 @@ constexpr int32_t kMaxRegistersPerLane = 64;  // channels a lane holds; beyond, 
 std::string common_invalid_reason(const PassProblem& p, const Schedule& s) {
   const int32_t lanes = s.lanes;
   if (lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32) return fmt::format("lanes = {} is not 4, 8, 16 or 32", lanes);
+  if (s.heads < 1 || (s.heads & (s.heads - 1)) != 0 || lanes % s.heads != 0 || p.op.heads % s.heads != 0)
+    return fmt::format("heads = {} is not a power of two dividing lanes = {} and H = {}", s.heads, lanes, p.op.heads);
   if (s.vec < 1 || s.vec > 8 || (s.vec & (s.vec - 1)) != 0) return fmt::format("vec = {} is not 1, 2, 4 or 8", s.vec);
   if (s.vec * static_cast<int32_t>(dtype_size(p.op.dtype)) > 16)
     return fmt::format("vec = {} {} values exceed a 16-byte load", s.vec, dtype_name(p.op.dtype));
@@ -54,12 +56,14 @@ std::string common_invalid_reason(const PassProblem& p, const Schedule& s) {
   if (s.groups < 1 || int64_t{s.groups} * lanes > 1024 || (s.groups * lanes) % 32 != 0)  // 64 bits: groups is user text
     return fmt::format("groups = {} of {} lanes is not a block of 32..1024 whole warps", s.groups, lanes);
   if (s.team < 1 || s.groups % s.team != 0) return fmt::format("team = {} does not divide groups = {}", s.team, s.groups);
-  if (registers_per_lane(p.op.dim, lanes, s.vec) > kMaxRegistersPerLane)
-    return fmt::format("D = {} needs {} values per lane with {} lanes (limit {})", p.op.dim,
-                       registers_per_lane(p.op.dim, lanes, s.vec), lanes, kMaxRegistersPerLane);
-  if (s.team > 1 && s.groups * state_floats(p.op, p.pass) * 4 > solvers::kMaxTeamSharedBytes)
-    return fmt::format("team merge needs {} bytes of shared memory (limit {})",
-                       s.groups * state_floats(p.op, p.pass) * 4, solvers::kMaxTeamSharedBytes);
+  const int32_t per_head = s.lanes_per_head();
+  if (registers_per_lane(p.op.dim, per_head, s.vec) > kMaxRegistersPerLane)
+    return fmt::format("D = {} needs {} values per lane with {} lanes{} (limit {})", p.op.dim,
+                       registers_per_lane(p.op.dim, per_head, s.vec), per_head, s.heads > 1 ? " per head" : "",
+                       kMaxRegistersPerLane);
+  if (s.team > 1 && solvers::group_state_bytes(p.op, p.pass, s) > solvers::kMaxTeamSharedBytes)
+    return fmt::format("team merge needs {} bytes of shared memory (limit {})", solvers::group_state_bytes(p.op, p.pass, s),
+                       solvers::kMaxTeamSharedBytes);
   return {};
 }
 
@@ -104,9 +108,27 @@ Schedule base_schedule(const PassProblem& p, SolverId id) {
   Schedule s;
   s.solver = id;
   s.vec = best_vec(p);
-  s.lanes = lanes_for_dim(p.op.dim, s.vec);
+  s.heads = default_group_heads(p.op, s.vec);
+  s.lanes = s.heads == 1 ? lanes_for_dim(p.op.dim, s.vec)
+                         : std::max(4, s.heads * lanes_per_head_for_dim(p.op.dim, s.vec));
   s.groups = 256 / s.lanes;
   return s;
+}
+
+std::vector<LaneMapping> lane_mappings(const PassProblem& p, int32_t vec, bool wider) {
+  std::vector<LaneMapping> out;
+  const int32_t sized = lanes_for_dim(p.op.dim, vec);
+  out.push_back({sized, 1});
+  if (wider && sized < 32) out.push_back({2 * sized, 1});
+  const int32_t most = default_group_heads(p.op, vec), per_head = lanes_per_head_for_dim(p.op.dim, vec);
+  // A group of 4 lanes may hold 2 heads of 1 lane and idle lanes; larger groups are filled.
+  for (int32_t heads = wider ? 2 : most; heads > 1 && heads <= most; heads *= 2)
+    out.push_back({std::max(4, heads * per_head), heads});
+  return out;
+}
+
+int64_t group_state_bytes(const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
+  return int64_t{s.groups} * s.heads * state_floats(op, pass) * int64_t{sizeof(float)};
 }
 
 std::vector<int32_t> threshold_candidates(const PassProblem& p) {
@@ -145,23 +167,23 @@ int32_t part_items(const HostPlan::Part& part, int32_t num_rows) {
 }
 
 Launch rows_launch(const dfgnn_op_t& op, PassKind pass, const char* role, std::string kernel, int32_t part,
-                   int32_t items, int32_t lanes, int32_t groups, int32_t team) {
+                   int32_t items, int32_t lanes, int32_t heads, int32_t groups, int32_t team) {
   Launch l;
   l.role = role;
   l.kernel = std::move(kernel);
   l.part = part;
-  l.grid = blocks_for(int64_t{items} * op.heads, groups / team);
+  l.grid = blocks_for(int64_t{items} * (op.heads / heads), groups / team);
   l.block = groups * lanes;
-  l.smem = team > 1 ? groups * state_bytes(op, pass) : 0;
+  l.smem = team > 1 ? groups * heads * state_bytes(op, pass) : 0;
   return l;
 }
 
-Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& plan, int32_t lanes) {
+Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& plan, int32_t lanes, int32_t heads) {
   Launch l;
   l.role = "merge";
   l.kernel = std::move(kernel);
   l.part = Launch::kHubList;
-  l.grid = blocks_for(static_cast<int64_t>(plan.hubs.size()) * op.heads, 256 / lanes);
+  l.grid = blocks_for(static_cast<int64_t>(plan.hubs.size()) * (op.heads / heads), 256 / lanes);
   l.block = 256;
   l.smem = 0;
   return l;
@@ -175,13 +197,13 @@ HostPlan WholeRowsSolver::plan(const RowPointers&, const Schedule& s) const {
 }
 
 std::vector<std::string> WholeRowsSolver::kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const {
-  return {rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team)};
+  return {rows_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups, s.team)};
 }
 
 std::vector<Launch> WholeRowsSolver::launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s,
                                               const HostPlan&, int32_t num_rows) const {
-  return {solvers::rows_launch(op, pass, "rows", rows_kernel(op, pass, s.lanes, s.vec, s.groups, s.team), 0,
-                               num_rows, s.lanes, s.groups, s.team)};
+  return {solvers::rows_launch(op, pass, "rows", rows_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups, s.team), 0,
+                               num_rows, s.lanes, s.heads, s.groups, s.team)};
 }
 
 }  // namespace dfgnn

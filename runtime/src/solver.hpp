@@ -87,6 +87,16 @@ int64_t next_pow2(int64_t x);
 int32_t max_degree(const PassProblem& p);
 // The solver's schedule with the widest vector load the data allows and lanes sized to D.
 Schedule base_schedule(const PassProblem& p, SolverId id);
+// The lane mappings a solver races, for vectors of `vec`: one head per group with lanes sized to D
+// (with `wider`, also twice that), and, where default_group_heads spans several, groups spanning
+// heads of lanes_per_head_for_dim lanes each (with `wider` every power of two of them, else the
+// default's count only).
+struct LaneMapping {
+  int32_t lanes, heads;
+};
+std::vector<LaneMapping> lane_mappings(const PassProblem& p, int32_t vec, bool wider);
+// Shared memory of one state per (group, head) of a block: team merges, parked row pieces.
+int64_t group_state_bytes(const dfgnn_op_t& op, PassKind pass, const Schedule& s);
 // Hub thresholds drawn from the graph's own degree distribution, clipped to [64, max degree).
 std::vector<int32_t> threshold_candidates(const PassProblem& p);
 
@@ -95,11 +105,12 @@ void split_row(const RowSpan& row, int32_t chunk, HostPlan& plan, HostPlan::Part
 // Items a part's launch covers: every row, or its segments.
 int32_t part_items(const HostPlan::Part& part, int32_t num_rows);
 
-// rows_kernel over a part: a team of `team` groups per (item, head); teams merge in shared memory.
+// rows_kernel over a part: a team of `team` groups of `lanes` lanes spanning `heads` heads per
+// (item, head block); teams merge in shared memory.
 Launch rows_launch(const dfgnn_op_t& op, PassKind pass, const char* role, std::string kernel, int32_t part,
-                   int32_t items, int32_t lanes, int32_t groups, int32_t team);
-// merge_kernel over the plan's split rows: 256 threads, one group of `lanes` per (hub, head).
-Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& plan, int32_t lanes);
+                   int32_t items, int32_t lanes, int32_t heads, int32_t groups, int32_t team);
+// merge_kernel over the plan's split rows: 256 threads, one group of `lanes` per (hub, head block).
+Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& plan, int32_t lanes, int32_t heads);
 
 }  // namespace solvers
 }  // namespace dfgnn

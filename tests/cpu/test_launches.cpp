@@ -52,20 +52,22 @@ size_t state_bytes(PassKind pass) {
   return 0;
 }
 
-// The pass template a kernel is specialised on, spelled out.
-std::string pass_t(PassKind pass, int lanes, int vec) {
+// The pass template a kernel is specialised on, spelled out: Geo's L is the lanes of one head, and
+// a group spanning `heads` heads names them last.
+std::string pass_t(PassKind pass, int lanes, int vec, int heads = 1) {
   const char* name = pass == PassKind::Forward ? "Forward" : pass == PassKind::BackwardRow ? "BackwardRow" : "BackwardCol";
-  return std::string("dfgnn::") + name + "<dfgnn::Geo<float,32,8," + std::to_string(lanes) + "," + std::to_string(vec) +
-         ",false>,dfgnn::Transformer>";
+  return std::string("dfgnn::") + name + "<dfgnn::Geo<float,32,8," + std::to_string(lanes / heads) + "," +
+         std::to_string(vec) + ",false" + (heads == 1 ? "" : "," + std::to_string(heads)) + ">,dfgnn::Transformer>";
 }
-std::string rows_k(PassKind pass, int lanes, int vec, int groups, int team) {
-  return "&dfgnn::rows_kernel<" + pass_t(pass, lanes, vec) + "," + std::to_string(groups) + "," + std::to_string(team) + ">";
+std::string rows_k(PassKind pass, int lanes, int vec, int groups, int team, int heads = 1) {
+  return "&dfgnn::rows_kernel<" + pass_t(pass, lanes, vec, heads) + "," + std::to_string(groups) + "," +
+         std::to_string(team) + ">";
 }
-std::string merge_k(PassKind pass, int lanes, int vec) {
-  return "&dfgnn::merge_kernel<" + pass_t(pass, lanes, vec) + "," + std::to_string(256 / lanes) + ">";
+std::string merge_k(PassKind pass, int lanes, int vec, int heads = 1) {
+  return "&dfgnn::merge_kernel<" + pass_t(pass, lanes, vec, heads) + "," + std::to_string(256 / lanes) + ">";
 }
-std::string balanced_k(PassKind pass, int lanes, int vec, int groups) {
-  return "&dfgnn::balanced_kernel<" + pass_t(pass, lanes, vec) + "," + std::to_string(groups) + ">";
+std::string balanced_k(PassKind pass, int lanes, int vec, int groups, int heads = 1) {
+  return "&dfgnn::balanced_kernel<" + pass_t(pass, lanes, vec, heads) + "," + std::to_string(groups) + ">";
 }
 
 Launch launch(const char* role, std::string kernel, int32_t part, int64_t grid, int32_t block, size_t smem) {
@@ -201,6 +203,52 @@ TEST(Launches, EdgeBalanced) {
                     {launch("chunks", split, 0, 3, 256, 0),
                      launch("balanced", balanced_k(p, 16, 2, 4), 1, 24, 64, 4 * state_bytes(p)),
                      launch("merge", merge_k(p, 16, 2), Launch::kHubList, 1, 256, 0)}};
+  });
+}
+
+TEST(Launches, GroupsSpanningHeads) {
+  // A group spanning `heads` heads serves one (item, head block): 8 / heads head blocks per item.
+  // Subwarp, 2 heads a group: 6 rows x 4 head blocks = 24 groups' work, 8 per block.
+  check("subwarp:lanes=32,heads=2,groups=8,vec=4", [](PassKind p) {
+    return Expected{{rows_k(p, 32, 4, 8, 1, 2)}, {launch("rows", rows_k(p, 32, 4, 8, 1, 2), 0, 3, 256, 0)}};
+  });
+  // Block row, 4 heads a group, teams of 2: 12 (row, head block) items, 2 per block; one state per
+  // (group, head) in shared memory: 4 groups x 4 heads.
+  check("block_row:lanes=32,heads=4,groups=4,team=2,vec=4", [](PassKind p) {
+    return Expected{{rows_k(p, 32, 4, 4, 2, 4)},
+                    {launch("rows", rows_k(p, 32, 4, 4, 2, 4), 0, 6, 128, 16 * state_bytes(p))}};
+  });
+  // Hub split (threshold 7, chunk 4: 5 chunks of 2 hubs), 4 heads a group, 2 head blocks: chunks
+  // 10 items, rows 12, merge 4, each on one block of 16 groups.
+  check("hub_split:lanes=16,heads=4,groups=16,vec=4,threshold=7,chunk=4", [](PassKind p) {
+    const std::string rows = rows_k(p, 16, 4, 16, 1, 4);
+    return Expected{{rows, merge_k(p, 16, 4, 4)},
+                    {launch("chunks", rows, 0, 1, 256, 0), launch("rows", rows, 1, 1, 256, 0),
+                     launch("merge", merge_k(p, 16, 4, 4), Launch::kHubList, 1, 256, 0)}};
+  });
+  // Hybrid: its small bin spans 2 heads (24 (row, head block) items, 16 per block); the warp bins and
+  // the merge keep one head a warp, as without spanning.
+  check("hybrid:lanes=16,heads=2,groups=16,vec=4,mid=2,threshold=7,chunk=4", [](PassKind p) {
+    const std::string warp = rows_k(p, 32, 4, 8, 1), small = rows_k(p, 16, 4, 16, 1, 2);
+    return Expected{{small, warp, merge_k(p, 32, 4)},
+                    {launch("chunks", warp, 0, 5, 256, 0), launch("warp rows", warp, 1, 6, 256, 0),
+                     launch("rows", small, 2, 2, 256, 0), launch("merge", merge_k(p, 32, 4), Launch::kHubList, 2, 256, 0)}};
+  });
+  // Edge balanced, 4 heads a group (2 head blocks): row groups {0, 1}, {2, 3, 4}, {5}; 4 groups
+  // hold both head blocks, so 3 blocks; shared memory for 4 groups x 4 heads.
+  check("edge_balanced:lanes=16,heads=4,groups=4,vec=4,chunk=16", [](PassKind p) {
+    return Expected{{rows_k(p, 16, 4, 16, 1, 4), merge_k(p, 16, 4, 4), balanced_k(p, 16, 4, 4, 4)},
+                    {launch("balanced", balanced_k(p, 16, 4, 4, 4), 0, 3, 64, 16 * state_bytes(p))}};
+  });
+  // Edge balanced, all 8 heads a group (4 lanes a head, 2 chunks of channels), chunk 8: row 2 is
+  // split into pieces of 8 / 2 = 4 edges (3 pieces, one block of the 8-group split kernel), groups
+  // {0, 1}, {3, 4}, {5}: 3 blocks of 2 groups x 8 heads of states; the merge: 1 item.
+  check("edge_balanced:lanes=32,heads=8,groups=2,vec=4,chunk=8", [](PassKind p) {
+    const std::string split = rows_k(p, 32, 4, 8, 1, 8);
+    return Expected{{split, merge_k(p, 32, 4, 8), balanced_k(p, 32, 4, 2, 8)},
+                    {launch("chunks", split, 0, 1, 256, 0),
+                     launch("balanced", balanced_k(p, 32, 4, 2, 8), 1, 3, 64, 16 * state_bytes(p)),
+                     launch("merge", merge_k(p, 32, 4, 8), Launch::kHubList, 1, 256, 0)}};
   });
 }
 

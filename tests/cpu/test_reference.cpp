@@ -951,20 +951,25 @@ TEST(ReferenceDropout, MaskRateScaleAndIndependence) {
     op.dropout = static_cast<float>(p);
     const uint32_t threshold = static_cast<uint32_t>(std::llround(p * 4294967296.0));
     const float scale = 1.0f / (1.0f - op.dropout);
-    int64_t dropped = 0, total = 0, differ_seed = 0, differ_head = 0;
+    int64_t dropped = 0, total = 0, differ_seed = 0, differ_hi = 0, differ_head = 0, differ_edge = 0;
     for (int64_t e = 0; e < 50000; ++e)
       for (int h = 0; h < 4; ++h) {
-        const float m = dfgnn::dropout_factor(7, threshold, scale, e, 4, h);
+        const float m = dfgnn::dropout_factor(dfgnn::dropout_key(7), threshold, scale, static_cast<int>(e), h);
         ASSERT_TRUE(m == 0.0f || m == scale);
         dropped += m == 0.0f;
         ++total;
-        differ_seed += m != dfgnn::dropout_factor(8, threshold, scale, e, 4, h);
-        differ_head += m != dfgnn::dropout_factor(7, threshold, scale, e, 4, (h + 1) % 4);
+        differ_seed += m != dfgnn::dropout_factor(dfgnn::dropout_key(8), threshold, scale, static_cast<int>(e), h);
+        differ_hi += m != dfgnn::dropout_factor(dfgnn::dropout_key(7 + (1ull << 32)), threshold, scale, static_cast<int>(e), h);
+        differ_head += m != dfgnn::dropout_factor(dfgnn::dropout_key(7), threshold, scale, static_cast<int>(e), (h + 1) % 4);
+        // Neighbouring edges of one head, as a row of the kernels visits them.
+        differ_edge += m != dfgnn::dropout_factor(dfgnn::dropout_key(7), threshold, scale, static_cast<int>(e + 1), h);
       }
     const double rate = static_cast<double>(dropped) / total, sd = std::sqrt(p * (1 - p) / total);
     EXPECT_NEAR(rate, p, 5 * sd) << "p " << p;
     // Independent masks disagree on a share 2p(1-p) of the pairs.
     EXPECT_NEAR(static_cast<double>(differ_seed) / total, 2 * p * (1 - p), 0.01);
     EXPECT_NEAR(static_cast<double>(differ_head) / total, 2 * p * (1 - p), 0.01);
+    EXPECT_NEAR(static_cast<double>(differ_hi) / total, 2 * p * (1 - p), 0.01) << "the seed's high half counts";
+    EXPECT_NEAR(static_cast<double>(differ_edge) / total, 2 * p * (1 - p), 0.01);
   }
 }

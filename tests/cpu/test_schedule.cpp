@@ -484,10 +484,14 @@ TEST(Schedule, HandRuleSwitchesToHubSplitAtDegree256) {
     EXPECT_EQ(get_schedule(ctx.get(), g.get(), op, DFGNN_BACKWARD, nullptr).text, subwarp + "|" + hub);
   }
   {
-    // Hub split sized to a small D keeps the sub-warp geometry.
+    // Hub split sized to a small D keeps the sub-warp geometry: 2 heads of 16 fp16 channels, 2
+    // lanes each, span a group of 4 lanes.
     auto g = star_graph(ctx.get(), 5000);
     const dfgnn_op_t small = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT16, 2, 16);
     EXPECT_EQ(get_schedule(ctx.get(), g.get(), small, DFGNN_FORWARD, nullptr).text,
+              "hub_split:lanes=4,heads=2,groups=64,team=1,vec=8,mid=0,threshold=256,chunk=256");
+    const dfgnn_op_t three = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT16, 3, 16);
+    EXPECT_EQ(get_schedule(ctx.get(), g.get(), three, DFGNN_FORWARD, nullptr).text,
               "hub_split:lanes=4,groups=64,team=1,vec=8,mid=0,threshold=256,chunk=256");
   }
 }
@@ -713,4 +717,117 @@ TEST(Schedule, SchedulePairTextInOnePlace) {
   const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, DFGNN_DTYPE_FLOAT32, 2, 32);
   EXPECT_EQ(dfgnnCompile(ctx.get(), nullptr, &op, DFGNN_FORWARD, (row + "|" + col).c_str(), 90),
             DFGNN_STATUS_PARSE_ERROR);
+}
+
+// ---------------------------------------------------------------- groups spanning several heads
+
+// Many heads of few channels: a group's lanes span heads as they span the channels of one wide head
+// (H = 8, D = 8 fills 16 lanes, as H = 1, D = 64 does), each head a segment of lanes_per_head lanes.
+TEST(Schedule, GroupsSpanHeadsOfFewChannels) {
+  EXPECT_EQ(dfgnn::lanes_per_head_for_dim(8, 4), 2);
+  EXPECT_EQ(dfgnn::lanes_per_head_for_dim(8, 8), 1);
+  EXPECT_EQ(dfgnn::lanes_per_head_for_dim(16, 4), 4);
+  EXPECT_EQ(dfgnn::lanes_per_head_for_dim(7, 1), 8);
+  EXPECT_EQ(dfgnn::lanes_per_head_for_dim(1, 1), 1);
+  EXPECT_EQ(dfgnn::lanes_per_head_for_dim(4096, 1), 32);
+  struct Heads {
+    int heads, dim, vec, expected;
+  };
+  const Heads heads_cases[] = {
+      {8, 8, 4, 8},    // 8 segments of 2 lanes: 16 lanes
+      {8, 8, 8, 8},    // bf16: 8 segments of 1 lane
+      {4, 16, 4, 4},   // 16 lanes
+      {8, 16, 4, 8},   // 32 lanes, a whole warp
+      {16, 16, 4, 8},  // at most a warp: 8 of the 16 heads
+      {2, 32, 4, 1},   // D >= 32 fills lanes by itself
+      {3, 8, 4, 1},    // no power of two > 1 divides H = 3
+      {6, 8, 4, 2},    // 2 divides 6
+      {8, 7, 1, 4},    // 8 lanes a head (7 channels, 1 idle): 4 heads fill a warp
+      {1, 8, 4, 1},    // one head
+  };
+  for (const Heads& c : heads_cases) {
+    const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, c.heads, c.dim);
+    EXPECT_EQ(dfgnn::default_group_heads(op, c.vec), c.expected) << "H " << c.heads << " D " << c.dim << " vec " << c.vec;
+  }
+
+  // The text names heads only when a group spans more than one: texts from before the field read back the same.
+  Schedule s = make(SolverId::Subwarp, 16, 16, 1, 4, 0, 0, 0);
+  s.heads = 8;
+  EXPECT_EQ(dfgnn::to_string(s), "subwarp:lanes=16,heads=8,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0");
+  EXPECT_EQ(dfgnn::parse_schedule(dfgnn::to_string(s)), s);
+  EXPECT_EQ(dfgnn::parse_schedule("subwarp:lanes=16,groups=16,vec=4").heads, 1);
+  EXPECT_EQ(dfgnn::to_string(dfgnn::parse_schedule("subwarp:lanes=16,heads=1,groups=16,vec=4")),
+            "subwarp:lanes=16,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0");
+
+  // The default and the hand rule span heads for H = 8, D = 8 (fp32: 16 lanes of 2 per head; bf16: 8 of 1).
+  HandRule hand;
+  auto ctx = make_context();
+  auto g = small_graph(ctx.get());
+  struct Default {
+    dfgnn_dtype_t dtype;
+    int heads, dim;
+    const char* expected;
+  };
+  const Default defaults[] = {
+      {DFGNN_DTYPE_FLOAT32, 8, 8, "subwarp:lanes=16,heads=8,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0"},
+      {DFGNN_DTYPE_BFLOAT16, 8, 8, "subwarp:lanes=8,heads=8,groups=32,team=1,vec=8,mid=0,threshold=0,chunk=0"},
+      {DFGNN_DTYPE_FLOAT32, 4, 16, "subwarp:lanes=16,heads=4,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0"},
+      {DFGNN_DTYPE_FLOAT32, 2, 4, "subwarp:lanes=4,heads=2,groups=64,team=1,vec=4,mid=0,threshold=0,chunk=0"},
+      {DFGNN_DTYPE_FLOAT32, 2, 32, "subwarp:lanes=8,groups=32,team=1,vec=4,mid=0,threshold=0,chunk=0"},
+  };
+  for (const Default& c : defaults) {
+    const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, c.dtype, c.heads, c.dim);
+    const ScheduleResult f = get_schedule(ctx.get(), g.get(), op, DFGNN_FORWARD, nullptr);
+    ASSERT_EQ(f.status, DFGNN_STATUS_SUCCESS) << f.message;
+    EXPECT_EQ(f.text, c.expected) << "H " << c.heads << " D " << c.dim;
+  }
+
+  // Validity: heads is a power of two dividing both lanes and H; registers count per head's lanes.
+  struct Invalid {
+    int heads, dim;
+    const char* text;
+    const char* needle;
+  };
+  const Invalid invalid[] = {
+      {8, 8, "subwarp:lanes=16,heads=3,groups=16,vec=4", "heads = 3 is not a power of two dividing lanes = 16 and H = 8"},
+      {8, 8, "subwarp:lanes=4,heads=8,groups=64,vec=4", "heads = 8 is not a power of two dividing lanes = 4"},
+      {4, 8, "subwarp:lanes=16,heads=8,groups=16,vec=4", "and H = 4"},
+      {8, 8, "subwarp:lanes=16,heads=0,groups=16,vec=4", "heads = 0 is not"},
+      {8, 512, "subwarp:lanes=32,heads=8,groups=8,vec=4", "D = 512 needs 128 values per lane with 4 lanes per head"},
+  };
+  for (const Invalid& c : invalid) {
+    const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, c.heads, c.dim);
+    const ScheduleResult r = get_schedule(ctx.get(), g.get(), op, DFGNN_FORWARD, c.text);
+    EXPECT_EQ(r.status, DFGNN_STATUS_INVALID_ARGUMENT) << c.text;
+    EXPECT_NE(r.message.find(c.needle), std::string::npos) << r.message;
+  }
+  // Team merges keep one state per (group, head): 32 groups x 8 heads x (2 + 64) floats x 4 bytes
+  // = 67584 bytes, over 48 KiB; with 2 heads a group, 4 groups take 2112.
+  const dfgnn_op_t wide = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 64);
+  const ScheduleResult team = get_schedule(ctx.get(), g.get(), wide, DFGNN_FORWARD, "block_row:lanes=32,heads=2,groups=4,team=2,vec=4");
+  EXPECT_EQ(team.status, DFGNN_STATUS_SUCCESS) << team.message;
+  const ScheduleResult big = get_schedule(ctx.get(), g.get(), wide, DFGNN_FORWARD, "block_row:lanes=32,heads=8,groups=32,team=2,vec=4");
+  EXPECT_EQ(big.status, DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(big.message.find("team merge needs 67584 bytes of shared memory"), std::string::npos) << big.message;
+}
+
+// The candidate lists hold spanning groups for many heads of few channels, and none for one head.
+TEST(Schedule, CandidatesSpanHeadsOnlyWhereTheyFit) {
+  auto ctx = make_context();
+  auto g = planted_hubs(ctx.get(), 3000, 4, 2, 600, 3);
+  auto spans = [](const std::string& text) { return text.find(",heads=") != std::string::npos; };
+  for (dfgnn_dtype_t dtype : {DFGNN_DTYPE_FLOAT32, DFGNN_DTYPE_BFLOAT16}) {
+    const dfgnn_op_t many = dfgnnOpDefault(DFGNN_MODEL_GAT, dtype, 8, 8);
+    for (int pass = 0; pass < 3; ++pass) {
+      std::set<std::string> solvers_spanning;
+      for (const std::string& text : list_schedules(ctx.get(), g.get(), many, pass))
+        if (spans(text)) solvers_spanning.insert(text.substr(0, text.find(':')));
+      // block_row splits one head's long row; every other solver races spanning groups.
+      EXPECT_EQ(solvers_spanning, (std::set<std::string>{"subwarp", "hub_split", "hybrid", "edge_balanced"})) << pass;
+    }
+    for (const dfgnn_op_t& op : {dfgnnOpDefault(DFGNN_MODEL_GAT, dtype, 1, 64), dfgnnOpDefault(DFGNN_MODEL_GAT, dtype, 4, 64),
+                                 dfgnnOpDefault(DFGNN_MODEL_GAT, dtype, 3, 8)})
+      for (int pass = 0; pass < 3; ++pass)
+        for (const std::string& text : list_schedules(ctx.get(), g.get(), op, pass)) EXPECT_FALSE(spans(text)) << text;
+  }
 }

@@ -1,7 +1,7 @@
 """Attention dropout (dfgnn_op_t.dropout / dropout_seed) through the Python package.
 
 The mask: the weight alpha_ij of the edge at CSR position e in head h is kept and scaled by
-1 / (1 - p) when a splitmix64-style hash of (seed, e, h) is at or above p * 2^32, else dropped; the
+1 / (1 - p) when a 32-bit counter hash of (seed, e, h) is at or above p * 2^32, else dropped; the
 softmax normaliser and lse do not change (kernel_templates/params.cuh, dropout_factor). Checked here
 against an independent NumPy version of that hash and of the transformer op, by finite differences
 and torch.autograd.gradcheck with a fixed seed (a fixed mask makes the op smooth), and through the
@@ -40,24 +40,33 @@ def small_graph():
 
 # ---------------------------------------------------------------- an independent NumPy mask
 
-_U64 = np.uint64
+_U32 = np.uint32
+
+
+def _mix32(x):
+    """params.cuh's mix32 on a uint32 array (wrapping multiplies)."""
+    x = x ^ (x >> _U32(16))
+    x = x * _U32(0x7FEB352D)
+    x = x ^ (x >> _U32(15))
+    x = x * _U32(0x846CA68B)
+    return x ^ (x >> _U32(16))
 
 
 def numpy_keep(p, seed, num_edges, heads):
     """[E, H] float64 dropout factors (0 or 1 / (1 - p)) of the edges at CSR positions 0..E-1: the
-    hash of params.cuh's dropout_factor, in NumPy uint64 arithmetic (wrapping mod 2^64). p is held
-    as a float32 by the op: threshold = min(round(p32 * 2^32), 2^32 - 1), scale = 1 / (1 - p32) in
+    hash of params.cuh's dropout_bits, in NumPy uint32 arithmetic (wrapping mod 2^32): the edge
+    mixed with the seed's low half, then with the head and the seed's high half. p is held as a
+    float32 by the op: threshold = min(round(p32 * 2^32), 2^32 - 1), scale = 1 / (1 - p32) in
     float32."""
     p32 = np.float32(p)
     threshold = min(math.floor(float(p32) * 4294967296.0 + 0.5), 4294967295)
     scale = float(np.float32(1) / (np.float32(1) - p32))
-    e = np.arange(num_edges, dtype=_U64)[:, None]
-    h = np.arange(heads, dtype=_U64)[None, :]
-    x = _U64(seed) + (e * _U64(heads) + h + _U64(1)) * _U64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    x ^= x >> _U64(31)
-    keep = (x >> _U64(32)) >= _U64(threshold)
+    lo, hi = _U32(seed & 0xFFFFFFFF), _U32(seed >> 32)
+    with np.errstate(over="ignore"):
+        e = np.arange(num_edges, dtype=np.uint64).astype(_U32)[:, None]
+        h = np.arange(1, heads + 1, dtype=_U32)[None, :]
+        x = _mix32(_mix32(e ^ lo) + h * _U32(0x9E3779B9) + hi)
+    keep = x >= _U32(threshold) if threshold < 2 ** 32 else np.zeros(x.shape, bool)
     if threshold == 0:
         keep[:] = True
     return np.where(keep, scale, 0.0)
@@ -89,11 +98,15 @@ def numpy_transformer(g, q, k, v, p, seed, scale=None):
 
 def test_numpy_mask_against_known_values():
     """Pins the NumPy hash itself (so a change in it cannot pass the comparisons below unnoticed):
-    splitmix64's output for state seed + 0x9E3779B97F4A7C15 (edge 0, head 0, one head) with seed 0
-    is 0xE220A8397B1DCDAF, whose high half 0xE220A839 = 3793791033 >= p * 2^32 for p < 0.883."""
-    assert numpy_keep(0.88, 0, 1, 1)[0, 0] == float(np.float32(1) / (np.float32(1) - np.float32(0.88)))
-    assert numpy_keep(0.89, 0, 1, 1)[0, 0] == 0.0
+    for seed 7, edge 3, head 1 the hash is 0x8103FEAA (worked out by hand in Python integers), and
+    0x8103FEAA / 2^32 = 0.50397, so that pair is kept for p = 0.50 and dropped for p = 0.51; for seed
+    0, edge 0, head 0 it is 0x01FCE552 (0.00777 of 2^32), so the all-zero counter is no fixed point."""
+    assert numpy_keep(0.50, 7, 4, 2)[3, 1] == float(np.float32(1) / (np.float32(1) - np.float32(0.50)))
+    assert numpy_keep(0.51, 7, 4, 2)[3, 1] == 0.0
+    assert numpy_keep(0.007, 0, 1, 1)[0, 0] != 0.0 and numpy_keep(0.008, 0, 1, 1)[0, 0] == 0.0
     assert (numpy_keep(0.0, 7, 100, 3) == 1.0).all()
+    # the seed's high half matters too
+    assert (numpy_keep(0.5, 7, 2000, 2) != numpy_keep(0.5, 7 + 2 ** 32, 2000, 2)).mean() > 0.4
 
 
 # ---------------------------------------------------------------- Op fields and argument checks (no torch)

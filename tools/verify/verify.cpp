@@ -450,14 +450,14 @@ std::vector<std::string> schedules_for(dfgnn_context_t ctx, dfgnn_graph_t graph,
     }
     return out;
   };
-  // With `all` every candidate; otherwise the first candidate of each solver (its default comes
-  // first in the solver's enumeration order is not guaranteed, so pick one per solver name).
+  // With `all` every candidate; otherwise the first candidate of each solver, and of each solver's
+  // groups spanning several heads (their text names heads; one-head texts leave it out).
   auto pick = [&](const std::vector<std::string>& cands) {
     if (all) return cands;
     std::vector<std::string> out;
     std::vector<std::string> seen;
     for (const auto& s : cands) {
-      const std::string solver = s.substr(0, s.find(':'));
+      const std::string solver = s.substr(0, s.find(':')) + (s.find(",heads=") != std::string::npos ? "+heads" : "");
       if (std::find(seen.begin(), seen.end(), solver) == seen.end()) {
         seen.push_back(solver);
         out.push_back(s);

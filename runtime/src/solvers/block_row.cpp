@@ -16,6 +16,7 @@ class BlockRowSolver final : public WholeRowsSolver {
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = solvers::base_schedule(p, id());
     s.lanes = 32;
+    s.heads = 1;  // a team splits one head's long row
     s.team = 4;
     s.groups = 4;
     return s;

@@ -33,7 +33,7 @@ class EdgeBalancedSolver final : public Solver {
     Schedule split = s;
     split.groups = split_groups(s);
     if (std::string r = Solver::invalid_reason(p, split); !r.empty()) return r;
-    const int32_t parked = s.groups * state_floats(p.op, p.pass) * 4;
+    const int64_t parked = solvers::group_state_bytes(p.op, p.pass, s);
     if (parked > solvers::kMaxTeamSharedBytes)
       return fmt::format("parked row pieces need {} bytes of shared memory (limit {})", parked,
                          solvers::kMaxTeamSharedBytes);
@@ -42,10 +42,13 @@ class EdgeBalancedSolver final : public Solver {
   std::vector<Schedule> enumerate(const PassProblem& p) const override {
     std::vector<Schedule> out;
     const Schedule base = default_schedule(p);
-    for (int32_t threads : {256, 512})
-      for (int32_t edges_per_group : {16, 64, 256}) {
-        Schedule s = base;
-        s.groups = threads / s.lanes;
+    for (const solvers::LaneMapping& m : solvers::lane_mappings(p, base.vec, false))
+      for (int32_t threads : {256, 512})
+        for (int32_t edges_per_group : {16, 64, 256}) {
+          Schedule s = base;
+          s.lanes = m.lanes;
+          s.heads = m.heads;
+          s.groups = threads / s.lanes;
         s.chunk = edges_per_group * s.groups;
         if (invalid_reason(p, s).empty()) out.push_back(s);
       }
@@ -90,8 +93,8 @@ class EdgeBalancedSolver final : public Solver {
   // Groups shape the plan too (the size of split-row pieces).
   std::string plan_key(const Schedule& s) const override { return fmt::format("{}:{}", Solver::plan_key(s), s.groups); }
   std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
-    return {split_kernel(op, pass, s), merge_kernel(op, pass, s.lanes, s.vec),
-            balanced_kernel(op, pass, s.lanes, s.vec, s.groups)};
+    return {split_kernel(op, pass, s), merge_kernel(op, pass, s.lanes, s.heads, s.vec),
+            balanced_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups)};
   }
   std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan& plan,
                                int32_t num_rows) const override {
@@ -101,20 +104,22 @@ class EdgeBalancedSolver final : public Solver {
       const int32_t items = solvers::part_items(part, num_rows), index = static_cast<int32_t>(k);
       if (!part.row_groups) {
         out.push_back(solvers::rows_launch(op, pass, "chunks", split_kernel(op, pass, s), index, items, s.lanes,
-                                           split_groups(s), 1));
+                                           s.heads, split_groups(s), 1));
         continue;
       }
-      // One block per (row group, the block's heads); pieces of rows park in shared memory.
+      // One block per (row group, the block's head blocks); pieces of rows park in shared memory.
+      const int32_t head_blocks = op.heads / s.heads;
       Launch l;
       l.role = "balanced";
-      l.kernel = balanced_kernel(op, pass, s.lanes, s.vec, s.groups);
+      l.kernel = balanced_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups);
       l.part = index;
-      l.grid = int64_t{items} * (op.heads / balanced_heads_per_block(s.groups, op.heads));
+      l.grid = int64_t{items} * (head_blocks / balanced_heads_per_block(s.groups, head_blocks));
       l.block = s.groups * s.lanes;
-      l.smem = static_cast<size_t>(s.groups) * state_floats(op, pass) * sizeof(float);
+      l.smem = static_cast<size_t>(s.groups) * s.heads * state_floats(op, pass) * sizeof(float);
       out.push_back(std::move(l));
     }
-    if (!plan.hubs.empty()) out.push_back(solvers::merge_launch(op, merge_kernel(op, pass, s.lanes, s.vec), plan, s.lanes));
+    if (!plan.hubs.empty())
+      out.push_back(solvers::merge_launch(op, merge_kernel(op, pass, s.lanes, s.heads, s.vec), plan, s.lanes, s.heads));
     return out;
   }
 
@@ -122,7 +127,7 @@ class EdgeBalancedSolver final : public Solver {
   // Split rows run on the hub-split kernels' 256-thread blocks, whatever the schedule's groups.
   static int32_t split_groups(const Schedule& s) { return 256 / s.lanes; }
   static std::string split_kernel(const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
-    return rows_kernel(op, pass, s.lanes, s.vec, split_groups(s), 1);
+    return rows_kernel(op, pass, s.lanes, s.heads, s.vec, split_groups(s), 1);
   }
 };
 

@@ -29,13 +29,16 @@ class HubSplitSolver final : public Solver {
   std::vector<Schedule> enumerate(const PassProblem& p) const override {
     std::vector<Schedule> out;
     const Schedule base = default_schedule(p);
-    for (int32_t lanes : {base.lanes, 32})
+    std::vector<solvers::LaneMapping> mappings = solvers::lane_mappings(p, base.vec, false);
+    mappings.push_back({32, 1});
+    for (const solvers::LaneMapping& m : mappings)
       for (int32_t threshold : solvers::threshold_candidates(p))
         for (int32_t chunk : {128, 256, 512, 1024}) {
           if (chunk > threshold) continue;
           Schedule s = base;
-          s.lanes = lanes;
-          s.groups = 256 / lanes;
+          s.lanes = m.lanes;
+          s.heads = m.heads;
+          s.groups = 256 / m.lanes;
           s.threshold = threshold;
           s.chunk = chunk;
           if (invalid_reason(p, s).empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
@@ -55,7 +58,7 @@ class HubSplitSolver final : public Solver {
     return plan;
   }
   std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
-    return {rows_kernel(op, pass, s.lanes, s.vec, s.groups, 1), merge_kernel(op, pass, s.lanes, s.vec)};
+    return {rows_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups, 1), merge_kernel(op, pass, s.lanes, s.heads, s.vec)};
   }
   std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan& plan,
                                int32_t num_rows) const override {
@@ -63,10 +66,12 @@ class HubSplitSolver final : public Solver {
     for (size_t k = 0; k < plan.parts.size(); ++k) {
       const HostPlan::Part& part = plan.parts[k];
       out.push_back(solvers::rows_launch(op, pass, part.whole_rows ? "rows" : "chunks",
-                                         rows_kernel(op, pass, s.lanes, s.vec, s.groups, 1), static_cast<int32_t>(k),
-                                         solvers::part_items(part, num_rows), s.lanes, s.groups, 1));
+                                         rows_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups, 1),
+                                         static_cast<int32_t>(k), solvers::part_items(part, num_rows), s.lanes, s.heads,
+                                         s.groups, 1));
     }
-    if (!plan.hubs.empty()) out.push_back(solvers::merge_launch(op, merge_kernel(op, pass, s.lanes, s.vec), plan, s.lanes));
+    if (!plan.hubs.empty())
+      out.push_back(solvers::merge_launch(op, merge_kernel(op, pass, s.lanes, s.heads, s.vec), plan, s.lanes, s.heads));
     return out;
   }
 };

@@ -21,7 +21,8 @@ class HybridSolver final : public Solver {
   }
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = solvers::base_schedule(p, id());
-    s.lanes = std::min<int32_t>(s.lanes, 8);
+    s.heads = 1;
+    s.lanes = std::min<int32_t>(lanes_for_dim(p.op.dim, s.vec), 8);
     s.groups = 256 / s.lanes;
     s.mid = 32;
     s.threshold = 2048;
@@ -33,8 +34,9 @@ class HybridSolver final : public Solver {
     if (s.lanes == 32) return "hybrid schedules use fewer than 32 lanes for their low-degree bin";
     if (s.mid < 1 || s.threshold <= s.mid || s.chunk < 1) return "hybrid needs 1 <= mid < threshold and chunk >= 1";
     if (std::string r = Solver::invalid_reason(p, s); !r.empty()) return r;
-    Schedule warp = s;  // the high-degree bins run whole warps
+    Schedule warp = s;  // the high-degree bins run whole warps, one head each
     warp.lanes = 32;
+    warp.heads = 1;
     warp.groups = kWarpGroups;
     return Solver::invalid_reason(p, warp);
   }
@@ -43,12 +45,16 @@ class HybridSolver final : public Solver {
     const Schedule base = default_schedule(p);
     std::vector<int32_t> thresholds = solvers::threshold_candidates(p);
     thresholds.push_back(base.threshold);
-    for (int32_t lanes : {4, 8, 16})
+    std::vector<solvers::LaneMapping> mappings{{4, 1}, {8, 1}, {16, 1}};
+    for (const solvers::LaneMapping& m : solvers::lane_mappings(p, base.vec, false))
+      if (m.heads > 1 && m.lanes < 32) mappings.push_back(m);
+    for (const solvers::LaneMapping& m : mappings)
       for (int32_t mid : {8, 16, 32, 64})
         for (int32_t threshold : thresholds) {
           Schedule s = base;
-          s.lanes = lanes;
-          s.groups = 256 / lanes;
+          s.lanes = m.lanes;
+          s.heads = m.heads;
+          s.groups = 256 / m.lanes;
           s.mid = mid;
           s.threshold = threshold;
           s.chunk = 512;
@@ -70,7 +76,7 @@ class HybridSolver final : public Solver {
     return plan;
   }
   std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
-    return {small_kernel(op, pass, s), warp_kernel(op, pass, s), merge_kernel(op, pass, 32, s.vec)};
+    return {small_kernel(op, pass, s), warp_kernel(op, pass, s), merge_kernel(op, pass, 32, 1, s.vec)};
   }
   std::vector<Launch> launches(const dfgnn_op_t& op, PassKind pass, const Schedule& s, const HostPlan& plan,
                                int32_t num_rows) const override {
@@ -80,20 +86,21 @@ class HybridSolver final : public Solver {
       const int32_t items = solvers::part_items(part, num_rows), index = static_cast<int32_t>(k);
       if (part.lanes == 32)
         out.push_back(solvers::rows_launch(op, pass, part.whole_rows ? "warp rows" : "chunks", warp_kernel(op, pass, s),
-                                           index, items, 32, kWarpGroups, 1));
+                                           index, items, 32, 1, kWarpGroups, 1));
       else
-        out.push_back(solvers::rows_launch(op, pass, "rows", small_kernel(op, pass, s), index, items, s.lanes, s.groups, 1));
+        out.push_back(
+            solvers::rows_launch(op, pass, "rows", small_kernel(op, pass, s), index, items, s.lanes, s.heads, s.groups, 1));
     }
-    if (!plan.hubs.empty()) out.push_back(solvers::merge_launch(op, merge_kernel(op, pass, 32, s.vec), plan, 32));
+    if (!plan.hubs.empty()) out.push_back(solvers::merge_launch(op, merge_kernel(op, pass, 32, 1, s.vec), plan, 32, 1));
     return out;
   }
 
  private:
   static std::string small_kernel(const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
-    return rows_kernel(op, pass, s.lanes, s.vec, s.groups, 1);
+    return rows_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups, 1);
   }
   static std::string warp_kernel(const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
-    return rows_kernel(op, pass, 32, s.vec, kWarpGroups, 1);
+    return rows_kernel(op, pass, 32, 1, s.vec, kWarpGroups, 1);
   }
 };
 

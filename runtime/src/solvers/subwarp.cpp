@@ -19,15 +19,19 @@ class SubwarpSolver final : public WholeRowsSolver {
   std::vector<Schedule> enumerate(const PassProblem& p) const override {
     std::vector<Schedule> out;
     const Schedule base = default_schedule(p);
-    for (int32_t lanes : {4, 8, 16, 32}) {
-      if (lanes > 2 * base.lanes) continue;  // mostly idle lanes
+    std::vector<solvers::LaneMapping> mappings;
+    for (int32_t lanes : {4, 8, 16, 32})
+      if (lanes <= 2 * lanes_for_dim(p.op.dim, base.vec)) mappings.push_back({lanes, 1});  // else mostly idle lanes
+    for (const solvers::LaneMapping& m : solvers::lane_mappings(p, base.vec, true))
+      if (m.heads > 1) mappings.push_back(m);
+    for (const solvers::LaneMapping& m : mappings)
       for (int32_t threads : {128, 256, 512}) {
         Schedule s = base;
-        s.lanes = lanes;
-        s.groups = threads / lanes;
+        s.lanes = m.lanes;
+        s.heads = m.heads;
+        s.groups = threads / m.lanes;
         if (invalid_reason(p, s).empty()) out.push_back(s);
       }
-    }
     return out;
   }
 };
