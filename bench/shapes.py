@@ -417,6 +417,8 @@ def markdown(report):
             lines += ["", f"{k}: GPU time of all kernels {v['all_us']:.1f} us per step, of dfgnn's "
                       f"{v['dfgnn_us']:.1f} us in {v['dfgnn_kernels']:.0f} kernels."]
         lines.append("")
+    if report.get("errors"):
+        lines += ["## Errors", ""] + [f"- {e['section']} {e.get('case', '')}: {e['error']}" for e in report["errors"]] + [""]
     return "\n".join(lines)
 
 
@@ -436,28 +438,6 @@ def main(argv=None):
     def log(msg):
         print(msg, flush=True)
     t_start = time.time()
-    for gname in graphs:
-        g = load_graph(gname, a.datasets, a.smoke)
-        log(f"=== {gname}: {g.num_nodes} nodes, {g.num_edges} edges ({time.time() - t_start:.0f} s)")
-        for model in models:
-            for dtype in dtypes:
-                if "heads" in sections or "dropout" in sections:
-                    shapes = sorted(set(HEADS_SHAPES) | {(1, h * d) for h, d in HEADS_SHAPES})
-                    for h, d in shapes:
-                        if "heads" in sections:
-                            rows.append(dict(section="heads", **run_case(g, gname, model, h, d, dtype, 0.0, a, device, False, log)))
-                    if "dropout" in sections:
-                        for h, d in ((8, 8), (1, 7)):
-                            rows.append(dict(section="dropout_base", **run_case(g, gname, model, h, d, dtype, 0.0, a, device, False, log)))
-                            rows.append(dict(section="dropout", **run_case(g, gname, model, h, d, dtype, 0.6, a, device, False, log)))
-                if "tuned" in sections and dtype == dtypes[0]:
-                    for hd in a.tuned_shapes.split(","):
-                        h, d = map(int, hd.split("x"))
-                        rows.append(dict(section="tuned", **run_case(g, gname, model, h, d, dtype, 0.0, a, device, True, log)))
-                if "classes" in sections and dtype == dtypes[0]:
-                    for d in map(int, a.class_dims.split(",")):
-                        rows.append(dict(section="classes", **run_case(g, gname, model, 1, d, dtype, 0.0, a, device, True, log)))
-    step = step_section(a, device, log) if "step" in sections else None
     import subprocess
     try:
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -466,13 +446,49 @@ def main(argv=None):
         commit = os.environ.get("DFGNN_COMMIT", "unknown")
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit,
                 gpu=torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
-                torch=torch.__version__, rounds=a.rounds, calls=a.calls, argv=" ".join(sys.argv[1:] if argv is None else argv),
-                seconds=round(time.time() - t_start, 1))
-    report = dict(meta=meta, rows=rows, step=step)
+                torch=torch.__version__, rounds=a.rounds, calls=a.calls, argv=" ".join(sys.argv[1:] if argv is None else argv))
+    report = dict(meta=meta, rows=rows, step=None, errors=[])
     stem = out / f"{a.tag}-shapes"
-    pathlib.Path(f"{stem}.json").write_text(json.dumps(report, indent=1))
-    pathlib.Path(f"{stem}.md").write_text(markdown(report))
-    log(f"wrote {stem}.json and {stem}.md ({meta['seconds']} s)")
+
+    def write():  # after every case, so that a run stopped at its time limit keeps what it measured
+        meta["seconds"] = round(time.time() - t_start, 1)
+        pathlib.Path(f"{stem}.json").write_text(json.dumps(report, indent=1))
+        pathlib.Path(f"{stem}.md").write_text(markdown(report))
+
+    def add(section, *args):
+        try:
+            rows.append(dict(section=section, **run_case(*args)))
+        except Exception as e:  # one failed case is reported, the others still run
+            report["errors"].append(dict(section=section, case=repr(args[1:7]), error=f"{type(e).__name__}: {e}"))
+            log(f"ERROR {section} {args[1:7]}: {type(e).__name__}: {e}")
+        write()
+    for gname in graphs:
+        g = load_graph(gname, a.datasets, a.smoke)
+        log(f"=== {gname}: {g.num_nodes} nodes, {g.num_edges} edges ({time.time() - t_start:.0f} s)")
+        for model in models:
+            for dtype in dtypes:
+                if "heads" in sections:
+                    for h, d in sorted(set(HEADS_SHAPES) | {(1, h * d) for h, d in HEADS_SHAPES}):
+                        add("heads", g, gname, model, h, d, dtype, 0.0, a, device, False, log)
+                if "dropout" in sections:
+                    for h, d in ((8, 8), (1, 7)):
+                        add("dropout_base", g, gname, model, h, d, dtype, 0.0, a, device, False, log)
+                        add("dropout", g, gname, model, h, d, dtype, 0.6, a, device, False, log)
+                if "tuned" in sections and dtype == dtypes[0]:
+                    for hd in a.tuned_shapes.split(","):
+                        h, d = map(int, hd.split("x"))
+                        add("tuned", g, gname, model, h, d, dtype, 0.0, a, device, True, log)
+                if "classes" in sections and dtype == dtypes[0]:
+                    for d in map(int, a.class_dims.split(",")):
+                        add("classes", g, gname, model, 1, d, dtype, 0.0, a, device, True, log)
+    if "step" in sections:
+        try:
+            report["step"] = step_section(a, device, log)
+        except Exception as e:
+            report["errors"].append(dict(section="step", error=f"{type(e).__name__}: {e}"))
+            log(f"ERROR step: {type(e).__name__}: {e}")
+    write()
+    log(f"wrote {stem}.json and {stem}.md ({meta['seconds']} s, {len(report['errors'])} errors)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The GPU run of the head-and-channel-shape work, in phases that each fit one device call (about
+# 10 minutes on an H200); a later phase reuses what an earlier one built while the machine is warm.
+#
+# Usage: bench/shapes-gpu.sh OUTDIR PHASE [SHAPES_ARGS...]
+#   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
+#           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
+#           and the Python package's install (bench/run-python-gpu.sh's install step)
+#   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
+#   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
+# Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/shapes-gpu.sh OUTDIR PHASE [SHAPES_ARGS...]}
+phase=${2:?phase: build, pytest or shapes}
+shift 2
+mkdir -p "$out"
+datasets=${DATASETS:-.bench-data}
+prefix=/opt/dfgnn-deps
+export PYTHONUNBUFFERED=1 PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PYTHONPATH=$PWD/build-gpu-python/site${PYTHONPATH:+:$PYTHONPATH}
+zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -1)
+export CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix/usr/include \
+-DSQLite3_LIBRARY=$prefix/usr/lib/x86_64-linux-gnu/libsqlite3.so -DZLIB_INCLUDE_DIR=$prefix/usr/include \
+-DZLIB_LIBRARY=$zlib -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
+-DCMAKE_CXX_FLAGS=-isystem$prefix/usr/include"
+
+case $phase in
+  build)
+    # One unpack before the two builds (each would unpack the same files into the same prefix).
+    mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
+    [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
+    BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
+    SANITIZERS=${SANITIZERS:-memcheck} timeout "${T_TESTS:-420}" bash tools/gpu-check.sh "$out/gpu" tests /nonexistent "$datasets"
+    wait
+    tail -3 "$out/python-install.log"
+    ;;
+  pytest)
+    SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \
+      bash bench/run-python-gpu.sh "$out/python" "$datasets"
+    grep -E "FAILED|ERROR|passed|failed" "$out/python/pytest.log" | tail -25
+    ;;
+  shapes)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
+    python3 bench/shapes.py --out "$out" --datasets "$datasets" "$@" 2>&1 | tee "$out/shapes.log" | tail -60
+    ;;
+  *) echo "unknown phase '$phase'" >&2; exit 2 ;;
+esac
