@@ -6,6 +6,7 @@
 #   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
+#   verify  on a fresh machine: the library and the Python package built at once, then dfgnn-verify --tiny
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
@@ -35,6 +36,21 @@ case $phase in
     SANITIZERS=${SANITIZERS:-memcheck} timeout "${T_TESTS:-420}" bash tools/gpu-check.sh "$out/gpu" tests /nonexistent "$datasets"
     wait
     tail -3 "$out/python-install.log"
+    ;;
+  verify)
+    # A fresh machine: the library, dfgnn-verify and the Python package built at once, then
+    # dfgnn-verify --tiny (every solver and lane mapping against the float64 reference, dropout too).
+    mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
+    [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
+    BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1 &&
+      cmake --build build-gpu -j "$(nproc)" --target dfgnn-verify dfgnn-tune > "$out/build.log" 2>&1 ||
+      { tail -30 "$out/build.log"; exit 1; }
+    timeout "${T_VERIFY:-200}" build-gpu/tools/dfgnn-verify --tiny --repo . --threads 16 > "$out/verify-tiny.log" 2>&1
+    echo "dfgnn-verify --tiny exit $?: $(grep -E 'cases:' "$out/verify-tiny.log")"
+    grep FAIL "$out/verify-tiny.log" | head -10
+    wait
+    tail -2 "$out/python-install.log"
     ;;
   pytest)
     SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \

@@ -15,9 +15,10 @@ namespace dfgnn {
 // Attention dropout: the weight of edge `edge` (its CSR position) in head `head` is kept, scaled by
 // `keep_scale` = 1 / (1 - p), when a counter-based hash of (seed, edge, head) is at or above
 // `threshold` = p * 2^32, else dropped. Stateless, so the backward passes regenerate the forward's
-// mask without storing it (the column pass through the CSC's CSR positions). The hash is 32-bit
-// (two rounds of a 2-multiply integer mixer, edge then head, each keyed by a half of the seed):
-// 64-bit multiplies are emulated on the GPU, and this runs for every edge and head of every pass.
+// mask without storing it (the column pass through the CSC's CSR positions). The hash runs for
+// every edge and head of every pass, so it is one round of a 32-bit mixer (two multiplies) over the
+// edge keyed by a per-(seed, head) key, which a row context derives once: 64-bit multiplies are
+// emulated on the GPU, and three of them per edge and head cost 30-50% of a small-D pass.
 DFGNN_HOST_DEVICE unsigned mix32(unsigned x) {  // a low-bias 32-bit finaliser (xorshift-multiply)
   x ^= x >> 16;
   x *= 0x7feb352du;
@@ -26,17 +27,13 @@ DFGNN_HOST_DEVICE unsigned mix32(unsigned x) {  // a low-bias 32-bit finaliser (
   x ^= x >> 16;
   return x;
 }
-struct DropoutKey {  // the seed's halves, read once per thread
-  unsigned lo, hi;
-};
-DFGNN_HOST_DEVICE DropoutKey dropout_key(unsigned long long seed) {
-  return {static_cast<unsigned>(seed), static_cast<unsigned>(seed >> 32)};
+DFGNN_HOST_DEVICE unsigned dropout_key(unsigned long long seed, int head) {
+  const unsigned lo = static_cast<unsigned>(seed), hi = static_cast<unsigned>(seed >> 32);
+  return mix32(mix32(lo ^ static_cast<unsigned>(head + 1) * 0x9e3779b9u) ^ hi);
 }
-DFGNN_HOST_DEVICE unsigned dropout_bits(DropoutKey key, int edge, int head) {
-  return mix32(mix32(static_cast<unsigned>(edge) ^ key.lo) + static_cast<unsigned>(head + 1) * 0x9e3779b9u + key.hi);
-}
-DFGNN_HOST_DEVICE float dropout_factor(DropoutKey key, unsigned threshold, float keep_scale, int edge, int head) {
-  return dropout_bits(key, edge, head) >= threshold ? keep_scale : 0.f;
+DFGNN_HOST_DEVICE unsigned dropout_bits(unsigned key, int edge) { return mix32(static_cast<unsigned>(edge) ^ key); }
+DFGNN_HOST_DEVICE float dropout_factor(unsigned key, unsigned threshold, float keep_scale, int edge) {
+  return dropout_bits(key, edge) >= threshold ? keep_scale : 0.f;
 }
 
 // Head blocks (a group's heads, Geo::HB of them per node) one balanced_kernel block serves: all

@@ -88,18 +88,18 @@ __device__ __forceinline__ void load_edge_ids(const Params& p, int e0, int n, in
   }
 }
 
-// The dropout mask's key, read once per row context (the seed may live in device memory, so that a
-// captured graph replays with new seeds); unused without dropout.
-__device__ __forceinline__ DropoutKey load_dropout_key(const Params& p) {
-  if (p.dropout_threshold == 0u) return {0u, 0u};
-  return dropout_key(p.dropout_seed_ptr != nullptr ? *p.dropout_seed_ptr : p.dropout_seed);
+// The dropout mask's key of a row context's head, derived once per context (the seed may live in
+// device memory, so that a captured graph replays with new seeds); 0 without dropout.
+__device__ __forceinline__ unsigned load_dropout_key(const Params& p, int head) {
+  if (p.dropout_threshold == 0u) return 0u;
+  return dropout_key(p.dropout_seed_ptr != nullptr ? *p.dropout_seed_ptr : p.dropout_seed, head);
 }
 
 // Dropout factor of the edge at position `pos` of the traversed structure (1 without dropout).
-__device__ __forceinline__ float dropout_at(const Params& p, DropoutKey key, int pos, int head) {
+__device__ __forceinline__ float dropout_at(const Params& p, unsigned key, int pos) {
   if (p.dropout_threshold == 0u) return 1.f;
   const int edge = p.eid != nullptr ? p.eid[pos] : pos;
-  return dropout_factor(key, p.dropout_threshold, p.dropout_scale, edge, head);
+  return dropout_factor(key, p.dropout_threshold, p.dropout_scale, edge);
 }
 
 // ================================================================ forward
@@ -116,14 +116,14 @@ struct Forward {
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     typename M::Row row;
-    DropoutKey key;
+    unsigned key;  // dropout
     int node, head;
   };
 
   __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
     c.node = node;
     c.head = head;
-    c.key = load_dropout_key(p);
+    c.key = load_dropout_key(p, head);
     M::load_row(p, node, head, gl, mask, c.row);
   }
   __device__ static void init(State& st) {
@@ -167,7 +167,7 @@ struct Forward {
     for (int u = 0; u < U; ++u) {
       const float w = exp_fast(score[u] - m_new);
       st.s[1] += w;  // the softmax normalises over every edge; dropout scales what is aggregated
-      const float wv = u < n ? w * dropout_at(p, c.key, e0 + u, c.head) : 0.f;
+      const float wv = u < n ? w * dropout_at(p, c.key, e0 + u) : 0.f;
       const float(&value)[G::R] = M::kSeparateValue ? val[M::kSeparateValue ? u : 0] : key[u];
 #pragma unroll
       for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(wv, value[r], st.v[0][r]);
@@ -214,14 +214,14 @@ struct BackwardRow {
     typename M::Row row;
     float dout[G::R];
     float lse, delta;
-    DropoutKey key;
+    unsigned key;  // dropout
     int node, head;
   };
 
   __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
     c.node = node;
     c.head = head;
-    c.key = load_dropout_key(p);
+    c.key = load_dropout_key(p, head);
     M::load_row(p, node, head, gl, mask, c.row);
     load_frag<G>(row_of<G>(p.dout, node, head), gl, c.dout);
     c.lse = node_scalar<G>(p.lse, node, head);
@@ -261,7 +261,7 @@ struct BackwardRow {
       for (int s = 0; s < M::S; ++s) sums[s] = part[u][s];
       if constexpr (G::E) M::edge_sums(p, edge[u], c.head, sums);
       const float prob = exp_fast(M::score(p, c.row, sums) - c.lse);
-      const float keep = dropout_at(p, c.key, e0 + u, c.head);
+      const float keep = dropout_at(p, c.key, e0 + u);
       const float ds = prob * (part[u][M::S] * keep - c.delta);
       Hooks::accumulate(p, c.row, key[u], sums, ds, st);
       if constexpr (G::E) Hooks::edge_grad(p, c.row, key[u], sums, c.dout, prob * keep, ds, edge[u], c.head, gl);
@@ -296,14 +296,14 @@ struct BackwardCol {
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     Col col;
-    DropoutKey key;
+    unsigned key;  // dropout
     int node, head;
   };
 
   __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
     c.node = node;
     c.head = head;
-    c.key = load_dropout_key(p);
+    c.key = load_dropout_key(p, head);
     Hooks::load_col(p, node, head, gl, mask, c.col);
   }
   __device__ static void init(State& st) { zero(st); }
@@ -342,7 +342,7 @@ struct BackwardCol {
       if (u >= n) break;
       float aux = 0.f;  // variant's score intermediate (z for GAT, cos for AGNN)
       const float prob = exp_fast(Hooks::score(p, c.col, nbr[u], part[u], aux) - lse[u]);
-      const float keep = dropout_at(p, c.key, e0 + u, c.head);
+      const float keep = dropout_at(p, c.key, e0 + u);
       const float ds = prob * (part[u][S] * keep - delta[u]);
 #pragma unroll
       for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(prob * keep, dout[u][r], st.v[0][r]);

@@ -156,31 +156,60 @@ const FittedRule::Leaf& FittedRule::leaf_for(const PassProblem& problem) const {
   return leaves_[node->leaf];
 }
 
+namespace {
+
+// Whether the tuner would race `s` here: the fit scored a text where the tuner measured it, and
+// counted it as skipped elsewhere, so a valid text outside the search space is not taken.
+bool in_space(const Solver& solver, const PassProblem& problem, const Schedule& s) {
+  if (!solver.invalid_reason(problem, s).empty()) return false;
+  const std::vector<Schedule> space = solver.enumerate(problem);
+  return std::find(space.begin(), space.end(), s) != space.end();
+}
+
+// A leaf's schedule on an op shape it does not fit (the rule was fitted on a few shapes: its lane
+// mapping may not divide this D, or leave lanes idle where groups could span heads): the same
+// solver, plan fields and threads per block, on the lane mapping the solver's default takes here.
+std::optional<Schedule> fitted_to_shape(const Solver& solver, const PassProblem& problem, const Schedule& s) {
+  const Schedule base = solver.default_schedule(problem);
+  Schedule fitted = s;
+  fitted.lanes = base.lanes;
+  fitted.heads = base.heads;
+  fitted.vec = base.vec;
+  const int64_t threads = int64_t{s.groups} * s.lanes;
+  fitted.groups = static_cast<int32_t>(std::max<int64_t>(s.team, threads / base.lanes / s.team * s.team));
+  if (fitted == s || !in_space(solver, problem, fitted)) return std::nullopt;
+  return fitted;
+}
+
+}  // namespace
+
 std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) const {
   const Leaf& leaf = leaf_for(problem);
-  for (const std::string& text : leaf.schedules) {
-    try {
-      const Schedule s = parse_schedule(text);
-      const Solver& solver = solver_of(s);
-      if (!solver.applicable(problem)) {
-        log().debug("default rule leaf {}: {} does not apply to {} {}", leaf.id, text, model_name(problem.op.model),
-                    pass_name(problem.pass));
-        continue;
+  // The leaf's first text the tuner would race here; where none is, its first text fitted to this
+  // op shape. A one-head text where the solver's groups span heads takes the spanning mapping.
+  for (const bool fit : {false, true}) {
+    for (const std::string& text : leaf.schedules) {
+      try {
+        const Schedule s = parse_schedule(text);
+        const Solver& solver = solver_of(s);
+        if (!solver.applicable(problem)) {
+          if (!fit)
+            log().debug("default rule leaf {}: {} does not apply to {} {}", leaf.id, text, model_name(problem.op.model),
+                        pass_name(problem.pass));
+          continue;
+        }
+        const bool usable = in_space(solver, problem, s);
+        if (usable == fit) continue;  // the first round takes usable texts, the second fits the others
+        const bool spans = s.heads == 1 && solver.default_schedule(problem).heads > 1;
+        if (!usable || spans)
+          if (std::optional<Schedule> fitted = fitted_to_shape(solver, problem, s))
+            return DefaultChoice{*fitted, fmt::format("fitted rule leaf {}, lanes fitted to H = {}, D = {}", leaf.id,
+                                                      problem.op.heads, problem.op.dim)};
+        if (usable) return DefaultChoice{s, fmt::format("fitted rule leaf {}", leaf.id)};
+        log().debug("default rule leaf {}: {} is not valid here or not among the tuner's candidates", leaf.id, text);
+      } catch (const Error& e) {
+        if (!fit) log().debug("default rule leaf {}: {} skipped: {}", leaf.id, text, e.what());
       }
-      if (const std::string reason = solver.invalid_reason(problem, s); !reason.empty()) {
-        log().debug("default rule leaf {}: {} is not valid here: {}", leaf.id, text, reason);
-        continue;
-      }
-      // Only what the tuner would race here: the fit scored a text where the tuner measured it,
-      // and counted it as skipped elsewhere, so a valid text outside the search space is skipped.
-      const std::vector<Schedule> space = solver.enumerate(problem);
-      if (std::find(space.begin(), space.end(), s) == space.end()) {
-        log().debug("default rule leaf {}: {} is not among the tuner's candidates here", leaf.id, text);
-        continue;
-      }
-      return DefaultChoice{s, fmt::format("fitted rule leaf {}", leaf.id)};
-    } catch (const Error& e) {
-      log().debug("default rule leaf {}: {} skipped: {}", leaf.id, text, e.what());
     }
   }
   return std::nullopt;
@@ -195,34 +224,9 @@ std::shared_ptr<const FittedRule> parse_rule_or_warn(const std::string& text, st
   }
 }
 
-namespace {
-
-// The rule's leaves hold one-head schedules (it was fitted on them). For many heads of few channels
-// the same solver and plan run on groups that span heads, with as many threads per block, where
-// that is one of the solver's candidates; else the leaf's schedule stands.
-std::optional<Schedule> spanning_heads(const PassProblem& problem, const Schedule& s) {
-  const int32_t heads = default_group_heads(problem.op, s.vec);
-  if (s.heads != 1 || heads == 1) return std::nullopt;
-  Schedule spanned = s;
-  spanned.heads = heads;
-  spanned.lanes = std::max(4, heads * lanes_per_head_for_dim(problem.op.dim, s.vec));
-  spanned.groups = std::max(1, s.groups * s.lanes / spanned.lanes);
-  const Solver& solver = solver_of(spanned);
-  if (!solver.invalid_reason(problem, spanned).empty()) return std::nullopt;
-  const std::vector<Schedule> space = solver.enumerate(problem);
-  if (std::find(space.begin(), space.end(), spanned) == space.end()) return std::nullopt;
-  return spanned;
-}
-
-}  // namespace
-
 DefaultChoice choose_default(const FittedRule* rule, const PassProblem& problem) {
   if (rule != nullptr)
-    if (std::optional<DefaultChoice> choice = rule->choose(problem)) {
-      if (std::optional<Schedule> spanned = spanning_heads(problem, choice->schedule))
-        return {*spanned, fmt::format("{}, lanes spanning {} heads", choice->rule, spanned->heads)};
-      return *std::move(choice);
-    }
+    if (std::optional<DefaultChoice> choice = rule->choose(problem)) return *std::move(choice);
   return {hand_rule_schedule(problem), "hand rule"};
 }
 

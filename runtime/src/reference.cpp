@@ -377,9 +377,8 @@ void row_dropout(const dfgnn_op_t& op, const Compressed& csr, int32_t i, int64_t
   const float scale = dropout_scale(op);
   keep.assign(csr.degree(i), 1.0);
   if (threshold == 0) return;
-  const DropoutKey key = dropout_key(op.dropout_seed);
-  for (int32_t k = 0; k < csr.degree(i); ++k)
-    keep[k] = dropout_factor(key, threshold, scale, csr.ptr[i] + k, static_cast<int>(h));
+  const unsigned key = dropout_key(op.dropout_seed, static_cast<int>(h));
+  for (int32_t k = 0; k < csr.degree(i); ++k) keep[k] = dropout_factor(key, threshold, scale, csr.ptr[i] + k);
 }
 
 template <typename Model>

@@ -190,16 +190,37 @@ TEST(DefaultRule, TakesTheLeafsFirstUsableSchedule) {
   EXPECT_EQ(dfgnn::to_string(FittedRule::parse(test_rule(outside)).choose(problem(*flat, kOp128))->schedule), kSub64);
 }
 
-TEST(DefaultRule, NoUsableScheduleFallsBackToTheHandRule) {
+// A leaf whose texts do not fit the op's shape (here vec 4 on unaligned data; elsewhere lanes that D
+// or H do not divide) carries its first applicable text over: the same solver, plan fields and
+// threads per block on the lane mapping the solver's default takes for the shape.
+TEST(DefaultRule, UnusableTextIsFittedToTheShape) {
   const auto hubs = planted(3000, 8, 3, 1500);
-  // Leaf 12's hub split text needs vec 4; with max_vec 1 nothing in the leaf is usable.
   const PassProblem p = problem(*hubs, kOp128, PassKind::Forward, 1);
   const FittedRule rule = FittedRule::parse(test_rule());
+  const std::optional<DefaultChoice> c = rule.choose(p);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(dfgnn::to_string(c->schedule), "hub_split:lanes=32,groups=8,team=1,vec=1,mid=0,threshold=256,chunk=128");
+  EXPECT_EQ(c->rule, "fitted rule leaf 12, lanes fitted to H = 1, D = 128");
+  // Many heads of few channels: no text of leaf 10 is a candidate for 8 heads of 8 channels; its first
+  // (32 lanes, 4 groups: 128 threads) runs on groups of 16 lanes spanning the 8 heads, 8 a block.
+  const auto flat = planted(3000, 8, 0, 0);
+  const dfgnn_op_t many = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8);
+  const std::optional<DefaultChoice> spanning = rule.choose(problem(*flat, many));
+  ASSERT_TRUE(spanning.has_value());
+  EXPECT_EQ(dfgnn::to_string(spanning->schedule), "subwarp:lanes=16,heads=8,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0");
+}
+
+TEST(DefaultRule, NoUsableScheduleFallsBackToTheHandRule) {
+  // A leaf of hub split texts alone on a graph without hubs: its solver does not apply.
+  const auto flat = planted(3000, 8, 0, 0);
+  const Json j = {{"format", "dfgnn-default-rule"}, {"version", 1}, {"nodes", {{{"leaf", 3}, {"schedules", {kHub128}}}}}};
+  const FittedRule rule = FittedRule::parse(j.dump());
+  const PassProblem p = problem(*flat, kOp128, PassKind::Forward, 1);
   EXPECT_FALSE(rule.choose(p).has_value());
   const DefaultChoice c = dfgnn::choose_default(&rule, p);
   EXPECT_EQ(c.rule, "hand rule");
   EXPECT_EQ(c.schedule, dfgnn::hand_rule_schedule(p));
-  EXPECT_EQ(c.schedule.solver, dfgnn::SolverId::HubSplit);
+  EXPECT_EQ(c.schedule.solver, dfgnn::SolverId::Subwarp);
   EXPECT_EQ(c.schedule.vec, 1);
   // No rule at all (one that did not parse): the hand rule too.
   EXPECT_EQ(dfgnn::choose_default(nullptr, p).rule, "hand rule");

@@ -954,15 +954,16 @@ TEST(ReferenceDropout, MaskRateScaleAndIndependence) {
     int64_t dropped = 0, total = 0, differ_seed = 0, differ_hi = 0, differ_head = 0, differ_edge = 0;
     for (int64_t e = 0; e < 50000; ++e)
       for (int h = 0; h < 4; ++h) {
-        const float m = dfgnn::dropout_factor(dfgnn::dropout_key(7), threshold, scale, static_cast<int>(e), h);
+        const int edge = static_cast<int>(e);
+        const float m = dfgnn::dropout_factor(dfgnn::dropout_key(7, h), threshold, scale, edge);
         ASSERT_TRUE(m == 0.0f || m == scale);
         dropped += m == 0.0f;
         ++total;
-        differ_seed += m != dfgnn::dropout_factor(dfgnn::dropout_key(8), threshold, scale, static_cast<int>(e), h);
-        differ_hi += m != dfgnn::dropout_factor(dfgnn::dropout_key(7 + (1ull << 32)), threshold, scale, static_cast<int>(e), h);
-        differ_head += m != dfgnn::dropout_factor(dfgnn::dropout_key(7), threshold, scale, static_cast<int>(e), (h + 1) % 4);
+        differ_seed += m != dfgnn::dropout_factor(dfgnn::dropout_key(8, h), threshold, scale, edge);
+        differ_hi += m != dfgnn::dropout_factor(dfgnn::dropout_key(7 + (1ull << 32), h), threshold, scale, edge);
+        differ_head += m != dfgnn::dropout_factor(dfgnn::dropout_key(7, (h + 1) % 4), threshold, scale, edge);
         // Neighbouring edges of one head, as a row of the kernels visits them.
-        differ_edge += m != dfgnn::dropout_factor(dfgnn::dropout_key(7), threshold, scale, static_cast<int>(e + 1), h);
+        differ_edge += m != dfgnn::dropout_factor(dfgnn::dropout_key(7, h), threshold, scale, edge + 1);
       }
     const double rate = static_cast<double>(dropped) / total, sd = std::sqrt(p * (1 - p) / total);
     EXPECT_NEAR(rate, p, 5 * sd) << "p " << p;

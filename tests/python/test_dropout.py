@@ -54,19 +54,20 @@ def _mix32(x):
 
 def numpy_keep(p, seed, num_edges, heads):
     """[E, H] float64 dropout factors (0 or 1 / (1 - p)) of the edges at CSR positions 0..E-1: the
-    hash of params.cuh's dropout_bits, in NumPy uint32 arithmetic (wrapping mod 2^32): the edge
-    mixed with the seed's low half, then with the head and the seed's high half. p is held as a
-    float32 by the op: threshold = min(round(p32 * 2^32), 2^32 - 1), scale = 1 / (1 - p32) in
-    float32."""
+    hash of params.cuh's dropout_bits, in NumPy uint32 arithmetic (wrapping mod 2^32): the edge mixed
+    once with a key per (seed, head), the key two rounds of the same mixer over the seed's halves and
+    the head. p is held as a float32 by the op: threshold = min(round(p32 * 2^32), 2^32 - 1),
+    scale = 1 / (1 - p32) in float32."""
     p32 = np.float32(p)
     threshold = min(math.floor(float(p32) * 4294967296.0 + 0.5), 4294967295)
     scale = float(np.float32(1) / (np.float32(1) - p32))
     lo, hi = _U32(seed & 0xFFFFFFFF), _U32(seed >> 32)
     with np.errstate(over="ignore"):
-        e = np.arange(num_edges, dtype=np.uint64).astype(_U32)[:, None]
         h = np.arange(1, heads + 1, dtype=_U32)[None, :]
-        x = _mix32(_mix32(e ^ lo) + h * _U32(0x9E3779B9) + hi)
-    keep = x >= _U32(threshold) if threshold < 2 ** 32 else np.zeros(x.shape, bool)
+        key = _mix32(_mix32(lo ^ (h * _U32(0x9E3779B9))) ^ hi)
+        e = np.arange(num_edges, dtype=np.uint64).astype(_U32)[:, None]
+        x = _mix32(e ^ key)
+    keep = x >= _U32(threshold)
     if threshold == 0:
         keep[:] = True
     return np.where(keep, scale, 0.0)
@@ -98,12 +99,14 @@ def numpy_transformer(g, q, k, v, p, seed, scale=None):
 
 def test_numpy_mask_against_known_values():
     """Pins the NumPy hash itself (so a change in it cannot pass the comparisons below unnoticed):
-    for seed 7, edge 3, head 1 the hash is 0x8103FEAA (worked out by hand in Python integers), and
-    0x8103FEAA / 2^32 = 0.50397, so that pair is kept for p = 0.50 and dropped for p = 0.51; for seed
-    0, edge 0, head 0 it is 0x01FCE552 (0.00777 of 2^32), so the all-zero counter is no fixed point."""
-    assert numpy_keep(0.50, 7, 4, 2)[3, 1] == float(np.float32(1) / (np.float32(1) - np.float32(0.50)))
-    assert numpy_keep(0.51, 7, 4, 2)[3, 1] == 0.0
-    assert numpy_keep(0.007, 0, 1, 1)[0, 0] != 0.0 and numpy_keep(0.008, 0, 1, 1)[0, 0] == 0.0
+    for seed 7, edge 3, head 1 the hash is 0x20B5EF30 and for seed 5, edge 10, head 2 0x8AA3C3C3
+    (worked out by hand in Python integers), 0.12778 and 0.54156 of 2^32: the first pair is kept for
+    p = 0.12 and dropped for p = 0.13, the second kept for p = 0.54 and dropped for p = 0.55."""
+    kept = lambda p: float(np.float32(1) / (np.float32(1) - np.float32(p)))  # noqa: E731
+    assert numpy_keep(0.12, 7, 4, 2)[3, 1] == kept(0.12)
+    assert numpy_keep(0.13, 7, 4, 2)[3, 1] == 0.0
+    assert numpy_keep(0.54, 5, 11, 3)[10, 2] == kept(0.54)
+    assert numpy_keep(0.55, 5, 11, 3)[10, 2] == 0.0
     assert (numpy_keep(0.0, 7, 100, 3) == 1.0).all()
     # the seed's high half matters too
     assert (numpy_keep(0.5, 7, 2000, 2) != numpy_keep(0.5, 7 + 2 ** 32, 2000, 2)).mean() > 0.4
