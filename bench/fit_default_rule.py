@@ -522,6 +522,8 @@ def make_rule(cases, params, cases_doc_sha):
         "nodes": nodes,
         "fit": {"params": params, "cases": len(cases), "graphs": len({c["graph"] for c in cases}),
                 "cases_sha256": cases_doc_sha,
+                # the graph sizes the rule saw: dispatch does not extrapolate it far past them
+                "domain": {"max_log2_edges": round(max(FEATURES["log2_edges"](c["fp"], c["op"]) for c in cases), 3)},
                 # cases the tuner's budget cut before every candidate was measured (None: not known)
                 "partly_measured_cases": (None if any(c.get("complete") is None for c in cases)
                                           else sum(1 for c in cases if not c["complete"])),

@@ -8,6 +8,7 @@
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
 #   verify  on a fresh machine: the library and the Python package built at once, then dfgnn-verify --tiny
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
+#   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
 set -uo pipefail
@@ -51,6 +52,33 @@ case $phase in
     grep FAIL "$out/verify-tiny.log" | head -10
     wait
     tail -2 "$out/python-install.log"
+    ;;
+  ab)
+    # The configurations that existed before (issue 23's no-regression check): this tree against
+    # .ab/base.tgz (git archive of the older commit), the same schedules side by side, alternating
+    # which version goes first; dfgnn-bench times the C API's calls with CUDA events.
+    base=/tmp/dfgnn-ab-base
+    rm -rf "$base" && mkdir -p "$base" && tar xzf .ab/base.tgz -C "$base"
+    cmake -S "$base" -B "$base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS \
+      > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench \
+      > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
+    cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench > "$out/ab-new-build.log" 2>&1 || exit 1
+    configs=("transformer 1 128 32" "transformer 4 64 16" "gat 1 128 32" "gatv2 1 128 32")
+    k=0
+    for graph in "--rmat 20" "--graph $datasets/pubmed"; do
+      for c in "${configs[@]}"; do
+        read -r model heads dim lanes <<< "$c"
+        k=$((k + 1))
+        sched="default;hub_split:lanes=$lanes,groups=$((256 / lanes)),vec=4,threshold=256,chunk=256;edge_balanced:lanes=$lanes,groups=$((512 / lanes)),vec=4,chunk=1024"
+        order=(base new); [ $((k % 2)) = 0 ] && order=(new base)
+        for v in "${order[@]}"; do
+          dir=build-gpu; [ $v = base ] && dir=$base/build
+          $dir/tools/dfgnn-bench $graph --model $model --heads $heads --dim $dim --direction both --schedules "$sched" \
+            --warmup 10 --iters 50 --no-baseline --json "$out/ab-$v-$k.json" > "$out/ab-$v-$k.txt" 2>&1 || tail -3 "$out/ab-$v-$k.txt"
+        done
+      done
+    done
+    python3 bench/ab_table.py "$out" "$k" 2>&1 | tail -40 || true
     ;;
   pytest)
     SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \

@@ -144,7 +144,22 @@ FittedRule FittedRule::parse(const std::string& text) {
     }
     rule.nodes_.push_back(node);
   }
+  if (const auto fit = j.find("fit"); fit != j.end() && fit->is_object())
+    if (const auto domain = fit->find("domain"); domain != fit->end()) {
+      const auto edges = domain->is_object() ? domain->find("max_log2_edges") : domain->end();
+      if (!domain->is_object() || edges == domain->end() || !edges->is_number() || !std::isfinite(edges->get<double>()))
+        fail(DFGNN_STATUS_PARSE_ERROR, "default rule: \"fit\": \"domain\" must hold a finite \"max_log2_edges\", not {}",
+             domain->dump());
+      rule.max_log2_edges_ = edges->get<double>();
+    }
   return rule;
+}
+
+std::string FittedRule::beyond_domain(const PassProblem& problem) const {
+  if (!max_log2_edges_) return {};
+  const double edges = log2_at_least_1(problem.fingerprint->num_edges);
+  if (edges <= *max_log2_edges_ + 1) return {};
+  return fmt::format("2^{:.1f} edges, past the fitted rule's 2^{:.1f}", edges, *max_log2_edges_);
 }
 
 const FittedRule::Leaf& FittedRule::leaf_for(const PassProblem& problem) const {
@@ -225,8 +240,11 @@ std::shared_ptr<const FittedRule> parse_rule_or_warn(const std::string& text, st
 }
 
 DefaultChoice choose_default(const FittedRule* rule, const PassProblem& problem) {
-  if (rule != nullptr)
+  if (rule != nullptr) {
+    if (const std::string beyond = rule->beyond_domain(problem); !beyond.empty())
+      return {hand_rule_schedule(problem), fmt::format("hand rule ({})", beyond)};
     if (std::optional<DefaultChoice> choice = rule->choose(problem)) return *std::move(choice);
+  }
   return {hand_rule_schedule(problem), "hand rule"};
 }
 

@@ -33,6 +33,10 @@ class FittedRule {
   // it and which is among its solver's candidates for it (the tuner's search space, which the fit
   // was scored on); nullopt when none is.
   std::optional<DefaultChoice> choose(const PassProblem& problem) const;
+  // Why the rule does not answer for the problem's graph, or empty: a graph with more than twice the
+  // edges of the largest the rule was fitted on (its "fit": {"domain": {"max_log2_edges"}}), where
+  // its leaves were measured 1.3-2x slower than the hand rule (bench/results/2026-12-04-shapes.md).
+  std::string beyond_domain(const PassProblem& problem) const;
 
  private:
   struct Node {
@@ -43,6 +47,7 @@ class FittedRule {
   };
   std::vector<Node> nodes_;
   std::vector<Leaf> leaves_;
+  std::optional<double> max_log2_edges_;  // none: the rule answers for every graph
 };
 
 // The value of a rule feature (the names of bench/fit_default_rule.py's FEATURES) for a problem;

@@ -362,3 +362,36 @@ TEST(DefaultRule, EmbeddedRuleWalksTheExtractLikeTheFitter) {
   }
   EXPECT_LE(partly_measured, rule.at("fit").value("partly_measured_cases", 0));
 }
+
+// The rule does not extrapolate far past the graph sizes it was fitted on: beyond twice the edges
+// of its largest graph ("fit": {"domain": {"max_log2_edges"}}) the hand rule answers, and says why.
+TEST(DefaultRule, GraphsFarLargerThanTheFitTakeTheHandRule) {
+  const auto flat = planted(3000, 8, 0, 0);
+  const double log2_edges = std::log2(static_cast<double>(flat->fingerprint().num_edges));
+  auto with_domain = [](double max_log2_edges) {
+    Json j = Json::parse(test_rule());
+    j["fit"] = {{"domain", {{"max_log2_edges", max_log2_edges}}}};
+    return FittedRule::parse(j.dump());
+  };
+  const PassProblem p = problem(*flat, kOp128);
+  const FittedRule inside = with_domain(log2_edges - 0.9);  // within one doubling: the rule answers
+  EXPECT_EQ(inside.beyond_domain(p), "");
+  EXPECT_EQ(dfgnn::choose_default(&inside, p).rule, "fitted rule leaf 10");
+  const FittedRule small = with_domain(log2_edges - 1.5);
+  const DefaultChoice c = dfgnn::choose_default(&small, p);
+  EXPECT_EQ(c.schedule, dfgnn::hand_rule_schedule(p));
+  EXPECT_EQ(c.rule, fmt::format("hand rule (2^{:.1f} edges, past the fitted rule's 2^{:.1f})", log2_edges, log2_edges - 1.5));
+  // A rule without a domain answers everywhere; a malformed one does not parse.
+  EXPECT_EQ(FittedRule::parse(test_rule()).beyond_domain(p), "");
+  Json bad = Json::parse(test_rule());
+  bad["fit"] = {{"domain", {{"max_log2_edges", "big"}}}};
+  EXPECT_THROW(FittedRule::parse(bad.dump()), dfgnn::Error);
+  // The embedded rule knows its domain: the shared datasets', far below R-MAT 2^20's 2^24 edges.
+  ASSERT_NE(dfgnn::embedded_rule(), nullptr);
+  dfgnn_fingerprint_t big = flat->fingerprint();
+  big.num_edges = int64_t{1} << 24;
+  PassProblem huge = p;
+  huge.fingerprint = &big;
+  EXPECT_NE(dfgnn::embedded_rule()->beyond_domain(huge).find("2^24.0 edges, past the fitted rule's 2^19.3"), std::string::npos);
+  EXPECT_EQ(dfgnn::embedded_rule()->beyond_domain(p), "");
+}
