@@ -559,6 +559,22 @@ std::vector<std::string> TuningDb::verify(const RowValidator& validator_in) {
   return problems;
 }
 
+std::string TuningDb::quick_check() {
+  std::lock_guard lock(mutex_);
+  std::string found;
+  try {
+    Query q(*conn_, "PRAGMA quick_check(3)");  // the first few findings say enough
+    while (q.step()) {
+      std::istringstream lines(q.text("quick_check"));  // a row may hold several lines
+      for (std::string line; std::getline(lines, line);)
+        if (line != "ok" && line != "*** in database main ***") found += (found.empty() ? "" : "; ") + line;
+    }
+  } catch (const std::exception& e) {
+    found += (found.empty() ? "" : "; ") + std::string(e.what());
+  }
+  return found;
+}
+
 std::vector<ListedResult> TuningDb::list(const std::optional<std::string>& env_class) {
   std::lock_guard lock(mutex_);
   std::vector<ListedResult> out;

@@ -805,4 +805,45 @@ TEST(Cli, DbLayersAndShipped) {
   EXPECT_EQ(db("--shipped --db " + quote(dir / "src.db") + " export " + quote(dir / "x.db")).code, 2);
 }
 
+// Issue 26: the shipped sm90.db with 20 pages in its middle overwritten (dd of /dev/urandom, seek
+// 100, count 20: candidate statistics). layers checks each layer and goes on past a damaged one;
+// stats and verify report the damage and go on too (exit 1); verify's finding is the damage.
+TEST(Cli, DbReportsDamagedPagesAndGoesOn) {
+  TempDir dir;
+  const std::string good = dir / "good.db", other = dir / "other.db", damaged = dir / "x.db";
+  const fs::path shipped = fs::path(DFGNN_SOURCE_DIR) / "data/tuning/sm90.db";
+  for (const std::string& copy : {good, other, damaged}) fs::copy_file(shipped, copy);
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    std::mt19937 garbage(26);
+    std::string page(20 * 4096, '\0');
+    for (char& c : page) c = static_cast<char>(garbage());
+    f.seekp(100 * 4096);
+    f.write(page.data(), static_cast<std::streamsize>(page.size()));
+  }
+  Result r = run_tool(DFGNN_DB_EXE, "--db " + quote(dir / "user.db") + " layers --site " + quote(damaged) + " --site " +
+                                        quote(other),
+                      "export DFGNN_SHIPPED_DB=" + quote(good) + ";");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "site     " + damaged + ": DAMAGED: Page ")) << r.output;  // quick_check's finding
+  EXPECT_FALSE(contains(r.output, damaged + ": ok")) << r.output;
+  EXPECT_TRUE(contains(r.output, "site     " + other + ": ok (read-only)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "shipped  " + good + ": ok (read-only)")) << r.output;
+  EXPECT_EQ(count_of(r.output, "312 result(s), 312 run(s), 0 module(s)"), 2) << r.output;
+
+  const std::string both = "export DFGNN_SHIPPED_DB=" + quote(damaged + ":" + good) + ";";
+  r = run_tool(DFGNN_DB_EXE, "--shipped stats", both);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnn-db: stats " + damaged + ": DAMAGED: ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "database disk image is malformed")) << r.output;
+  EXPECT_TRUE(contains(r.output, good + " (shipped, read-only)")) << r.output;
+  EXPECT_EQ(stats_line(r.output, "results"), "  results             312 (0 without a winner)") << r.output;
+
+  r = run_tool(DFGNN_DB_EXE, "--shipped verify", both);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "verify " + damaged + ": ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "  integrity: ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "verify " + good + ": OK")) << r.output;
+}
+
 #endif  // DFGNN_TUNE_EXE && DFGNN_DB_EXE
