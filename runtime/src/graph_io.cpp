@@ -207,7 +207,9 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// A line quoted in an error message: cut short and without control bytes (files may be binary).
+// Text from a file quoted in an error message (a line, a token, a banner word): cut short, every
+// byte outside printable ASCII shown as '?' (files may be binary; escape sequences and Unicode
+// bidirectional controls must not reach a terminal through the message).
 std::string quote(std::string_view s) {
   constexpr size_t kShown = 60;
   std::string out;
@@ -328,15 +330,16 @@ EdgeList read_matrix_market(LineReader& in) {
     parse_error(in, "expected the banner '%%MatrixMarket matrix coordinate <field> <symmetry>'", line);
   const std::string object = lower(next_token(rest)), format = lower(next_token(rest));
   const std::string field = lower(next_token(rest)), symmetry = lower(next_token(rest));
-  if (object != "matrix") parse_error(in, fmt::format("object '{}' is not supported, expected 'matrix'", object), line);
+  // Every word is quoted through quote(), as the line is.
+  if (object != "matrix") parse_error(in, fmt::format("object {} is not supported, expected 'matrix'", quote(object)), line);
   if (format == "array") parse_error(in, "dense 'array' format is not supported, expected 'coordinate'", line);
-  if (format != "coordinate") parse_error(in, fmt::format("format '{}' is not 'coordinate'", format), line);
+  if (format != "coordinate") parse_error(in, fmt::format("format {} is not 'coordinate'", quote(format)), line);
   if (field == "complex") parse_error(in, "'complex' matrices are not supported", line);
   if (field != "pattern" && field != "real" && field != "integer")
-    parse_error(in, fmt::format("field '{}' is not pattern, real or integer", field), line);
+    parse_error(in, fmt::format("field {} is not pattern, real or integer", quote(field)), line);
   if (symmetry == "hermitian") parse_error(in, "'hermitian' matrices are not supported", line);
   if (symmetry != "general" && symmetry != "symmetric" && symmetry != "skew-symmetric")
-    parse_error(in, fmt::format("symmetry '{}' is not general or symmetric", symmetry), line);
+    parse_error(in, fmt::format("symmetry {} is not general or symmetric", quote(symmetry)), line);
   const bool mirror = symmetry != "general";
 
   // Comment and blank lines are skipped wherever they appear after the banner.

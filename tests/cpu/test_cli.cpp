@@ -655,6 +655,33 @@ TEST(Cli, DbNeverPrintsControlCharactersFromADatabase) {
   EXPECT_FALSE(fs::exists(dir / "site.db"));
 }
 
+// Issue 26: a bidirectional control (U+202E right-to-left override) in a host column is treated
+// as a control character: the row is invalid, and nothing prints it raw.
+TEST(Cli, DbTreatsBidirectionalControlsAsControlCharacters) {
+  TempDir dir;
+  const std::string path = dir / "user.db";
+  put(path, 1, kValid, kOther);
+  raw_sql(path, "UPDATE results SET host = 'node' || char(8238) || 'evil'");
+  raw_sql(path, "UPDATE runs SET host = 'node' || char(8294) || 'evil'");  // U+2066
+  for (const char* command : {"list", "show 1", "verify"}) {
+    const Result r = db("--db " + quote(path) + " " + command);
+    EXPECT_FALSE(contains(r.output, "\xe2\x80\xae")) << command << ":\n" << r.output;
+    EXPECT_FALSE(contains(r.output, "\xe2\x81\xa6")) << command << ":\n" << r.output;
+  }
+  Result r = db("--db " + quote(path) + " list");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "INVALID: column results.host: bidirectional control U+202E at byte 4")) << r.output;
+  r = db("--db " + quote(path) + " verify");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "runs.host: bidirectional control U+2066 at byte 4")) << r.output;
+  // Text that reaches the terminal without a row check (here a file name) is escaped.
+  const std::string odd = dir / "x\xe2\x80\x8f.db";  // U+200F
+  r = db("--db " + quote(odd) + " stats");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "x\\u200f.db")) << r.output;
+  EXPECT_FALSE(contains(r.output, "\xe2\x80\x8f")) << r.output;
+}
+
 TEST(Cli, DbSubcommandHelpAndUnknownCommands) {
   Result r = db("list --help");
   EXPECT_EQ(r.code, 0) << r.output;

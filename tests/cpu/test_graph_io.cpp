@@ -345,6 +345,32 @@ TEST(GraphIo, HeaderNodeCountFarAboveTheIdsReadIsAnError) {
   EXPECT_NE(r.message.find("dfgnnGraphCreateCoo"), std::string::npos) << r.message;
 }
 
+// Issue 26: a Matrix Market banner word is quoted in the message only as the line excerpt is
+// (control bytes and every non-ASCII byte, bidirectional controls included, shown as '?'), in the
+// C API's last error message too.
+TEST(GraphIo, MatrixMarketBannerWordsAreQuotedClean) {
+  TempDir tmp;
+  const std::string evil = "\x1b]0;title\x07\x1b[31m\xe2\x80\xae";  // OSC title, red, U+202E
+  struct Case {
+    std::string banner, needle;
+  };
+  const Case cases[] = {
+      {"%%MatrixMarket matrix" + evil + " coordinate pattern general", "object 'matrix?]0;title??[31m???' is not supported"},
+      {"%%MatrixMarket matrix coordinate" + evil + " pattern general", "format 'coordinate?]0;title??[31m???' is not"},
+      {"%%MatrixMarket matrix coordinate pattern" + evil + " general", "field 'pattern?]0;title??[31m???' is not"},
+      {"%%MatrixMarket matrix coordinate pattern general" + evil, "symmetry 'general?]0;title??[31m???' is not general"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    const std::string path = tmp.write("evil.mtx", c.banner + "\n2 2 1\n1 2\n");
+    expect_error([&] { read_graph_file(path); }, DFGNN_STATUS_PARSE_ERROR, c.needle);
+    const auto r = load(path);
+    EXPECT_EQ(r.status, DFGNN_STATUS_PARSE_ERROR);
+    EXPECT_NE(r.message.find(c.needle), std::string::npos) << r.message;
+    for (unsigned char ch : r.message) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << int(ch) << " in " << r.message;
+  }
+}
+
 TEST(GraphIo, GzipWithTrailingGarbageIsParseError) {
   TempDir tmp;
   const std::string text = "# nodes 3 edges 2\n0 1\n1 2\n";
