@@ -243,12 +243,27 @@ size_t edge_reservation(const LineReader& in, int64_t declared, int64_t min_line
   return static_cast<size_t>(std::min(declared, could_hold));
 }
 
-// Node-count policy (dfgnn.h, dfgnnGraphCreateFromFile): a header may declare nodes beyond the
-// largest id read (isolated nodes), but at most kIsolatedFactor x (largest id + 1) + kIsolatedSlack,
-// so that a few bytes of header cannot make O(N) arrays of any size.
+// Node-count policy (README, dfgnnGraphCreateFromFile): a header may declare nodes beyond the
+// largest id read (isolated nodes), but at most kIsolatedFactor x min(largest id + 1, 2 x edges
+// read) + kIsolatedSlack. E edges touch at most 2E nodes, so the O(N) arrays the graph builds after
+// reading (row pointers, degrees) stay proportional to what was read: neither a few bytes of
+// header nor one large node id can make them of any size. Checked once the whole file is read and
+// before anything N-sized is allocated (reading keeps only the edges).
 constexpr int64_t kIsolatedFactor = 16, kIsolatedSlack = int64_t{1} << 16;
 
-void check_node_count(const LineReader& in, int64_t declared, int64_t max_id, std::string_view where) {
+void check_node_count(const LineReader& in, int64_t declared, int64_t max_id, int64_t edges, std::string_view where) {
+  const int64_t touchable = 2 * edges;  // edges <= kMaxEdges: no overflow
+  if (max_id + 1 > touchable) {
+    const int64_t bound = kIsolatedFactor * touchable + kIsolatedSlack;
+    if (declared > bound)
+      fail(DFGNN_STATUS_PARSE_ERROR,
+           "{}: {} declares {} nodes for {} edge(s) read, {:.0f} nodes per edge (largest node id {}); at most {} x "
+           "(2 x edges) + {} = {} nodes are accepted from a file, so that memory grows with what is read (build a "
+           "graph with more isolated nodes with dfgnnGraphCreateCoo)",
+           in.path(), where, declared, edges, static_cast<double>(declared) / static_cast<double>(edges), max_id,
+           kIsolatedFactor, kIsolatedSlack, bound);
+    return;
+  }
   const int64_t bound = kIsolatedFactor * (max_id + 1) + kIsolatedSlack;
   if (declared > bound)
     fail(DFGNN_STATUS_PARSE_ERROR,
@@ -308,7 +323,7 @@ EdgeList read_edge_list(LineReader& in) {
   if (count != *edges)
     fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: file ends after {} edge lines, the header declares {}", in.path(),
          in.line_number(), count, *edges);
-  check_node_count(in, *nodes, max_id, "the header");
+  check_node_count(in, *nodes, max_id, count, "the header");
 
   EdgeList out;
   out.num_nodes = *nodes;
@@ -386,7 +401,7 @@ EdgeList read_matrix_market(LineReader& in) {
     }
   }
   if (next_data_line()) parse_error(in, fmt::format("more entries than the {} declared in the size line", *nnz), line);
-  check_node_count(in, *rows, max_id, "the size line");
+  check_node_count(in, *rows, max_id, static_cast<int64_t>(src.size()), "the size line");
 
   EdgeList out;
   out.num_nodes = *rows;

@@ -568,6 +568,19 @@ TEST(Cli, GraphReportsFileErrorsInOneLine) {
   EXPECT_EQ(line_count(r.output), 1) << r.output;
   EXPECT_TRUE(contains(r.output, "file ends after 1 edge lines, the header declares 2147483647")) << r.output;
 }
+// Issue 26: the issue's "43-byte" file (40 bytes) with one large node id, under a 1 GB
+// address-space limit: one line naming the ratio and dfgnnGraphCreateCoo, exit 1 (before: it asked
+// for 8.6 GB, here "out of host memory").
+TEST(Cli, GraphRefusesOneLargeNodeIdWithin1GB) {
+  TempDir dir;
+  const std::string file = dir / "g.txt";
+  std::ofstream(file) << "# nodes 2147483646 edges 1\n2147483645 0\n";
+  const Result r = graph_tool(quote(file), "ulimit -v 1048576; timeout 60");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(line_count(r.output), 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "declares 2147483646 nodes for 1 edge(s) read, 2147483646 nodes per edge")) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnnGraphCreateCoo")) << r.output;
+}
 #endif  // DFGNN_GRAPH_EXE
 
 #ifdef DFGNN_VERIFY_EXE
