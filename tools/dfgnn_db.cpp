@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -338,14 +339,13 @@ int cmd_list(std::vector<Target>& targets, const std::optional<std::string>& env
 }
 
 int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
+  // Digits only, as node ids are: stoll alone takes " 42" and "+42".
   int64_t id = 0;
-  try {
-    size_t used = 0;
-    id = std::stoll(id_text, &used);
-    if (used != id_text.size() || id < 1) throw std::invalid_argument("id");
-  } catch (const std::exception&) {
-    throw BadArgs{fmt::format("show: '{}' is not a result id (a positive integer; see the ID column of list)", id_text)};
-  }
+  const auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+  const bool digits = !id_text.empty() && std::all_of(id_text.begin(), id_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || ec != std::errc() || end != id_text.data() + id_text.size() || id < 1)
+    throw BadArgs{fmt::format("show: '{}' is not a result id (digits only, at least 1; see the ID column of list)",
+                              id_text)};
   bool found = false;
   for (Target& t : targets) {
     for (const ListedResult& l : t.db->list()) {
@@ -459,6 +459,8 @@ int cmd_merge(const fs::path& user, const std::vector<std::string>& files) {
   for (const std::string& f : files) {
     require_file(f);
     if (fs::equivalent(user, f, ec)) throw BadArgs{fmt::format("{}: {} is the database itself", "merge", f)};
+    if (const std::string suffix = own_sidecar(user, f); !suffix.empty())
+      throw BadArgs{fmt::format("merge: {} is this database's {} file, not a database to merge", f, suffix)};
     TuningDb::open_merge_source(f, TuningDb::Options());  // throws DATABASE_ERROR naming the file
   }
   const bool existed = fs::exists(user, ec);

@@ -142,6 +142,10 @@ struct CandidateStat {
 // process_start_ticks(), so that a new process reusing the pid is told apart; TAG: random hex).
 std::filesystem::path export_temp_path(const std::filesystem::path& target, int64_t pid, int64_t start_ticks,
                                        const std::string& tag);
+// The suffix ("-wal", "-shm" or "-journal") of the SQLite file of `database` that `file` is (the
+// same path once resolved), or "" for any other file. Merging from one, or exporting over one,
+// would lose or damage the database's writes: both are refused.
+std::string own_sidecar(const std::filesystem::path& database, const std::filesystem::path& file);
 // When process pid started, in clock ticks since boot (/proc/PID/stat); 0 where unknown.
 int64_t process_start_ticks(int64_t pid);
 

@@ -4,6 +4,9 @@
 
 #include "error.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -35,9 +38,28 @@ constexpr int64_t kMaxNodes = kMaxEdges - 1;
 class ByteSource {
  public:
   explicit ByteSource(std::string path) : path_(std::move(path)), in_(kChunk) {
-    errno = 0;
-    file_.reset(std::fopen(path_.c_str(), "rb"));
-    if (file_ == nullptr) fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, std::strerror(errno));
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read (as the
+    // database layers refuse a FIFO), so a named pipe, socket or device is refused at once.
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int why = errno;
+      ::close(fd);
+      fail(DFGNN_STATUS_IO_ERROR, "cannot read '{}': {}", path_, std::strerror(why));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail(DFGNN_STATUS_IO_ERROR, "'{}' {}: graph files are read only from regular files", path_,
+           S_ISFIFO(st.st_mode) ? "is a FIFO (named pipe), not a regular file" : "is not a regular file");
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    file_.reset(::fdopen(fd, "rb"));
+    if (file_ == nullptr) {
+      const int why = errno;
+      ::close(fd);
+      fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, std::strerror(why));
+    }
     refill_input();
     gzip_ = z_.avail_in >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
     if (gzip_ && inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();

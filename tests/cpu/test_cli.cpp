@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -367,6 +368,24 @@ TEST(Cli, DbErrors) {
   EXPECT_TRUE(contains(r.output, "merge")) << r.output;
 }
 
+// Issue 26: dfgnn-tune --explain tunes nothing, and a read-only command writes nothing: it used to
+// create $DFGNN_CACHE_DIR/tuning.db (and the directory).
+TEST(Cli, TuneExplainCreatesNoDatabase) {
+  TempDir dir;
+  const std::string cora = std::string(DFGNN_SOURCE_DIR) + "/data/cora";
+  const Result r = run_tool(DFGNN_TUNE_EXE, quote(cora) + " --model gat --explain",
+                            "export DFGNN_CACHE_DIR=" + quote(dir / "cache") + ";");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "database: " + (dir / "cache/tuning.db") + " (user)")) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "cache/tuning.db"));
+  EXPECT_FALSE(fs::exists(dir / "cache"));
+  // An existing user database is still read.
+  put(dir / "cache/tuning.db", 1, kValid, kOther);
+  const Result again = run_tool(DFGNN_TUNE_EXE, quote(cora) + " --model gat --explain",
+                                "export DFGNN_CACHE_DIR=" + quote(dir / "cache") + ";");
+  EXPECT_EQ(again.code, 0) << again.output;
+}
+
 // ---------------------------------------------------------------- issue 15: sizes and exceptions
 
 int line_count(const std::string& text) { return count_of(text, "\n"); }
@@ -581,6 +600,21 @@ TEST(Cli, GraphRefusesOneLargeNodeIdWithin1GB) {
   EXPECT_TRUE(contains(r.output, "declares 2147483646 nodes for 1 edge(s) read, 2147483646 nodes per edge")) << r.output;
   EXPECT_TRUE(contains(r.output, "dfgnnGraphCreateCoo")) << r.output;
 }
+// Issue 26: a FIFO as the graph file, or as DIR/edges.txt, blocked until a writer appeared (here:
+// killed by timeout, exit 124). Refused at once, as the database layers refuse FIFOs.
+TEST(Cli, GraphRefusesAFifo) {
+  TempDir dir;
+  fs::create_directories(dir.path / "dataset");
+  ASSERT_EQ(::mkfifo((dir / "g.txt").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((dir / "dataset/edges.txt").c_str(), 0600), 0);
+  for (const std::string& path : {dir / "g.txt", dir / "dataset"}) {
+    SCOPED_TRACE(path);
+    const Result r = graph_tool(quote(path), "timeout 20");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, "is a FIFO (named pipe), not a regular file")) << r.output;
+  }
+}
 #endif  // DFGNN_GRAPH_EXE
 
 #ifdef DFGNN_VERIFY_EXE
@@ -666,6 +700,40 @@ TEST(Cli, DbNeverPrintsControlCharactersFromADatabase) {
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "export refused")) << r.output;
   EXPECT_FALSE(fs::exists(dir / "site.db"));
+}
+
+// Issue 26: ids are digits only (stoll took ' 42' and '+42' as 42); a database's own -wal given to
+// merge was "nothing to merge" (exit 0), as export to it is refused.
+TEST(Cli, DbShowTakesDigitsOnlyAndMergeRefusesTheDatabasesOwnFiles) {
+  TempDir dir;
+  const std::string path = dir / "w.db";
+  put(path, 1, kValid, kOther);
+  ASSERT_EQ(db("--db " + quote(path) + " show 1").code, 0);
+  for (const char* id : {" 1", "+1", "1 ", "0x1", "1.0", "0", ""}) {
+    SCOPED_TRACE(std::string("'") + id + "'");
+    const Result r = db("--db " + quote(path) + " show " + quote(id));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(count_of(r.output, "\n"), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, fmt::format("show: '{}' is not a result id (digits only, at least 1", id)))
+        << r.output;
+  }
+  const int64_t runs = raw_count(path, "SELECT count(*) FROM runs");
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    SCOPED_TRACE(suffix);
+    const std::string sidecar = path + suffix;
+    std::ofstream{sidecar};  // empty: SQLite leaves such files
+    Result r = db("--db " + quote(path) + " merge " + quote(sidecar));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(count_of(r.output, "\n"), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, fmt::format("merge: {} is this database's {} file, not a database to merge",
+                                               sidecar, suffix)))
+        << r.output;
+    r = db("--db " + quote(path) + " export " + quote(sidecar));
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, fmt::format("is this database's {} file", suffix))) << r.output;
+    fs::remove(sidecar);
+  }
+  EXPECT_EQ(raw_count(path, "SELECT count(*) FROM runs"), runs);
 }
 
 // Issue 26: a bidirectional control (U+202E right-to-left override) in a host column is treated
