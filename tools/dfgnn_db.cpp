@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -255,28 +256,40 @@ void require_file(const fs::path& path) {
   if (fs::is_directory(st)) throw Failure{fmt::format("cannot open {}: it is a directory", path.string())};
 }
 
+// One database's failure, for a command that reports it and goes on to the next database:
+// "DAMAGED: " first when SQLite found damaged pages.
+std::string failure_text(const std::exception& e) {
+  const auto* d = dynamic_cast<const DbError*>(&e);
+  return (d != nullptr && d->kind() == ErrorKind::Corrupt ? "DAMAGED: " : "") + describe(e);
+}
+
 struct Target {
-  std::unique_ptr<TuningDb> db;
-  std::string label;  // "user", "site" or "shipped"
+  fs::path path;
+  std::unique_ptr<TuningDb> db;  // null when it could not be opened (see error)
+  std::string label;             // "user", "site" or "shipped"
+  std::string error;             // why it could not be opened (failure_text)
 };
 
 // The databases a read command works on: the sites given with --site and the shipped databases
-// with --shipped, plus --db when given (or, without either, the user database).
+// with --shipped, plus --db when given (or, without either, the user database). A file that fails
+// to open throws, or with keep_going is returned with its error (stats and verify report it and go on).
 std::vector<Target> open_for_reading(const std::optional<fs::path>& user, const std::vector<fs::path>& sites,
-                                     const std::vector<fs::path>& shipped) {
+                                     const std::vector<fs::path>& shipped, bool keep_going = false) {
   std::vector<Target> out;
-  if (user) {
-    require_file(*user);
-    out.push_back({TuningDb::open_read_only(*user, db_options()), "user"});
-  }
-  for (const fs::path& s : sites) {
-    require_file(s);
-    out.push_back({TuningDb::open_site(s, db_options()), "site"});
-  }
-  for (const fs::path& s : shipped) {
-    require_file(s);
-    out.push_back({TuningDb::open_site(s, db_options()), "shipped"});
-  }
+  auto add = [&](const fs::path& path, const char* label) {
+    require_file(path);
+    Target t{path, nullptr, label, {}};
+    try {
+      t.db = t.label == "user" ? TuningDb::open_read_only(path, db_options()) : TuningDb::open_site(path, db_options());
+    } catch (const std::exception& e) {
+      if (!keep_going) throw;
+      t.error = failure_text(e);
+    }
+    out.push_back(std::move(t));
+  };
+  if (user) add(*user, "user");
+  for (const fs::path& s : sites) add(s, "site");
+  for (const fs::path& s : shipped) add(s, "shipped");
   return out;
 }
 
@@ -326,14 +339,13 @@ int cmd_list(std::vector<Target>& targets, const std::optional<std::string>& env
 }
 
 int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
+  // Digits only, as node ids are: stoll alone takes " 42" and "+42".
   int64_t id = 0;
-  try {
-    size_t used = 0;
-    id = std::stoll(id_text, &used);
-    if (used != id_text.size() || id < 1) throw std::invalid_argument("id");
-  } catch (const std::exception&) {
-    throw BadArgs{fmt::format("show: '{}' is not a result id (a positive integer; see the ID column of list)", id_text)};
-  }
+  const auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+  const bool digits = !id_text.empty() && std::all_of(id_text.begin(), id_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || ec != std::errc() || end != id_text.data() + id_text.size() || id < 1)
+    throw BadArgs{fmt::format("show: '{}' is not a result id (digits only, at least 1; see the ID column of list)",
+                              id_text)};
   bool found = false;
   for (Target& t : targets) {
     for (const ListedResult& l : t.db->list()) {
@@ -396,8 +408,20 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
 }
 
 int cmd_stats(std::vector<Target>& targets) {
+  int failed = 0;
   for (Target& t : targets) {
-    const DbStats s = t.db->stats();
+    DbStats s;
+    std::string error = t.error;
+    if (t.db != nullptr) try {
+        s = t.db->stats();
+      } catch (const std::exception& e) {
+        error = failure_text(e);
+      }
+    if (!error.empty()) {
+      say_err("{}: stats {}: {}", kTool, t.path.string(), error);
+      ++failed;
+      continue;
+    }
     std::error_code ec;
     const auto size = fs::file_size(t.db->path(), ec);
     say("{} ({}{})", s.path, t.label, s.read_only ? ", read-only" : "");
@@ -410,7 +434,7 @@ int cmd_stats(std::vector<Target>& targets) {
     say("  candidate stats     {}", s.candidate_stats);
     say("  modules             {} ({} bytes)", s.modules, s.module_bytes);
   }
-  return 0;
+  return failed ? kExitFailure : 0;
 }
 
 int cmd_export(const fs::path& user, const std::string& out) {
@@ -435,6 +459,8 @@ int cmd_merge(const fs::path& user, const std::vector<std::string>& files) {
   for (const std::string& f : files) {
     require_file(f);
     if (fs::equivalent(user, f, ec)) throw BadArgs{fmt::format("{}: {} is the database itself", "merge", f)};
+    if (const std::string suffix = own_sidecar(user, f); !suffix.empty())
+      throw BadArgs{fmt::format("merge: {} is this database's {} file, not a database to merge", f, suffix)};
     TuningDb::open_merge_source(f, TuningDb::Options());  // throws DATABASE_ERROR naming the file
   }
   const bool existed = fs::exists(user, ec);
@@ -473,13 +499,24 @@ int cmd_prune(const fs::path& user, const PruneFilter& filter) {
 int cmd_verify(std::vector<Target>& targets) {
   size_t problems = 0;
   for (Target& t : targets) {
-    const std::vector<std::string> found = t.db->verify(dfgnn::row_problem);
-    const DbStats s = t.db->stats();
+    // A file that cannot be opened, or whose counts cannot be read, has that as its finding.
+    std::vector<std::string> found;
+    DbStats s;
+    if (t.db == nullptr) {
+      found.push_back("cannot be opened: " + t.error);
+    } else {
+      found = t.db->verify(dfgnn::row_problem);
+      if (found.empty()) try {
+          s = t.db->stats();
+        } catch (const std::exception& e) {
+          found.push_back("counting its rows failed: " + failure_text(e));
+        }
+    }
     if (found.empty()) {
       say("verify {}: OK (integrity, foreign keys, {} result(s), {} run(s), {} candidate stat(s), {} module(s))",
-                 t.db->path().string(), s.results, s.runs, s.candidate_stats, s.modules);
+                 t.path.string(), s.results, s.runs, s.candidate_stats, s.modules);
     } else {
-      say("verify {}: {} problem(s):", t.db->path().string(), found.size());
+      say("verify {}: {} problem(s):", t.path.string(), found.size());
       for (const std::string& p : found) say("  {}", p);
     }
     problems += found.size();
@@ -496,10 +533,26 @@ int cmd_layers(const fs::path& user, const std::vector<fs::path>& sites) {
   say("this build: library {}, kernel source {}", library, source);
   say("shipped databases: {}", shipped_origin());
   int unusable = 0;
-  auto describe_db = [&](TuningDb& db) {
-    const DbStats s = db.stats();
+  // A file that opens may still hold damaged pages, which dispatch meets only on the lookup that
+  // reads them: every page is read here (quick_check) before the layer is called ok.
+  auto report = [&](const std::string& kind, const fs::path& path, TuningDb& db, const char* ok) {
+    std::string damage = db.quick_check();
+    DbStats s;
+    std::vector<BuildStamp> stamps;
+    if (damage.empty()) try {
+        s = db.stats();
+        stamps = db.build_stamps();
+      } catch (const std::exception& e) {
+        damage = describe(e);
+      }
+    if (!damage.empty()) {
+      say("{} {}: DAMAGED: {} (dispatch skips it from its first failing read)", kind, path.string(), damage);
+      ++unusable;
+      return;
+    }
+    say("{} {}: {}", kind, path.string(), ok);
     say("    {} result(s), {} run(s), {} module(s)", s.results, s.runs, s.modules);
-    for (const BuildStamp& b : db.build_stamps()) {
+    for (const BuildStamp& b : stamps) {
       const bool current = b.library_version == library && b.template_hash == source;
       say("    {} result(s) for {}, library {}, kernel source {}{}", b.results, b.env_class, b.library_version,
           b.template_hash, current ? "" : "  (another build: not used by this one)");
@@ -511,8 +564,7 @@ int cmd_layers(const fs::path& user, const std::vector<fs::path>& sites) {
   } else {
     try {
       auto db = TuningDb::open_read_only(user, db_options());
-      say("user     {}: ok", user.string());
-      describe_db(*db);
+      report("user    ", user, *db, "ok");
     } catch (const std::exception& e) {
       say("user     {}: UNUSABLE: {}", user.string(), describe(e));
       ++unusable;
@@ -537,8 +589,7 @@ int cmd_layers(const fs::path& user, const std::vector<fs::path>& sites) {
       ++unusable;
       continue;
     }
-    say("{} {}: ok (read-only)", kind, l.path.string());
-    describe_db(*db);
+    report(kind, l.path, *db, "ok (read-only)");
   }
   if (std::none_of(layers.layers().begin(), layers.layers().end(),
                    [](const LayeredDb::LayerInfo& l) { return l.kind == LayerKind::Shipped; }))
@@ -659,12 +710,12 @@ int run(int argc, char** argv) {
   }
   if (command == "stats") {
     expect_args(0, "no arguments");
-    auto targets = open_for_reading(user, sites, shipped);
+    auto targets = open_for_reading(user, sites, shipped, /*keep_going=*/true);
     return cmd_stats(targets);
   }
   if (command == "verify") {
     expect_args(0, "no arguments");
-    auto targets = open_for_reading(user, sites, shipped);
+    auto targets = open_for_reading(user, sites, shipped, /*keep_going=*/true);
     return cmd_verify(targets);
   }
   if (command == "layers") {

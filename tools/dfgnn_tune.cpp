@@ -574,18 +574,23 @@ int run(int argc, char** argv) {
   if (!parsed) return 0;
   const Options& o = *parsed;
 
+  const std::string user_db = o.db ? *o.db : default_user_db();
+  if (user_db.empty())
+    throw BadArgs{"no tuning database: give --db PATH (none of DFGNN_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"};
   cli::ContextGuard context;
   check(dfgnnCreate(&context.ctx), "dfgnnCreate");
   dfgnn_context_t ctx = context.ctx;
-  check(dfgnnSetDatabase(ctx, o.db ? o.db->c_str() : nullptr, o.site ? o.site->c_str() : nullptr), "dfgnnSetDatabase");
+  // --explain writes nothing: a user database that does not exist yet is left out ("": none)
+  // instead of being created empty (with its directory) by the first read.
+  std::error_code ec;
+  const bool read_user = !o.explain || std::filesystem::exists(user_db, ec);
+  check(dfgnnSetDatabase(ctx, read_user ? (o.db ? o.db->c_str() : nullptr) : "", o.site ? o.site->c_str() : nullptr),
+        "dfgnnSetDatabase");
 
   Graphs graphs;
   load_graphs(ctx, o, graphs);
   std::vector<Problem> problems = plan(ctx, o, graphs);
 
-  const std::string user_db = o.db ? *o.db : default_user_db();
-  if (user_db.empty())
-    throw BadArgs{"no tuning database: give --db PATH (none of DFGNN_CACHE_DIR, XDG_CACHE_HOME, HOME is set)"};
   std::string sites = o.site ? *o.site : (std::getenv("DFGNN_SITE_DB") ? std::getenv("DFGNN_SITE_DB") : "");
   fmt::print("{} problem(s): {} graph(s) x {} model(s) x {} dtype(s) x {} direction(s), H={} D={}, budget {:g} s each "
              "(at most {})\n",

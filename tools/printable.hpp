@@ -3,16 +3,20 @@
 // hostile row cannot clear the screen, recolour it or forge lines of a table.
 #pragma once
 
+#include "bidi.hpp"
+
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace cli {
 
-// C0 controls (newline, tab, ESC and the rest), DEL and C1 controls (U+0080..U+009F) become
-// \n, \t, \r, \e, \xNN or \u00NN; a byte that is not part of well-formed UTF-8 becomes \xNN.
-// Everything else, including other UTF-8 characters, passes unchanged.
+// C0 controls (newline, tab, ESC and the rest), DEL, C1 controls (U+0080..U+009F) and
+// bidirectional controls (bidi.hpp) become \n, \t, \r, \e, \xNN or \uNNNN; a byte that is not part of
+// well-formed UTF-8 becomes \xNN. Everything else, including other UTF-8 characters, passes
+// unchanged.
 inline std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -42,8 +46,10 @@ inline std::string printable(std::string_view text) {
       ++i;
       continue;
     }
-    if (c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));
+    uint32_t cp = n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+    if ((cp >= 0x80 && cp < 0xa0) || dfgnn::db::is_bidi_control(cp)) {
+      out += fmt::format("\\u{:04x}", cp);
     } else {
       out.append(text.substr(i, n));
     }

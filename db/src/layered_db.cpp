@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -41,6 +42,43 @@ void log_once(spdlog::level::level_enum level, fmt::format_string<Args...> forma
     if (!said.insert(text).second) return;
   }
   if (auto* l = detail::db_logger()) l->log(level, "{}", text);
+}
+
+// Files found damaged (SQLite's "database disk image is malformed") in this process, by identity:
+// every context opens its own layers, and a damaged file stays damaged, so one finding skips it
+// everywhere. The identity is (device, inode, size, modification time), so a file replaced or
+// rewritten at the same path (a new export, a repaired user database) is read again.
+std::string file_identity(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return fmt::format("{}:{}:{}:{}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+struct DamagedFiles {
+  std::mutex mutex;
+  std::map<std::string, std::string> reason;  // identity -> the error that found it
+};
+DamagedFiles& damaged_files() {
+  static DamagedFiles files;
+  return files;
+}
+// The recorded damage of a file ("" if none).
+std::string known_damage(const std::string& identity) {
+  if (identity.empty()) return {};
+  DamagedFiles& d = damaged_files();
+  std::lock_guard lock(d.mutex);
+  auto it = d.reason.find(identity);
+  return it == d.reason.end() ? std::string() : it->second;
+}
+// Records a damage; true the first time for this file (then it is logged).
+bool record_damage(const std::string& identity, const std::string& reason) {
+  if (identity.empty()) return true;
+  DamagedFiles& d = damaged_files();
+  std::lock_guard lock(d.mutex);
+  return d.reason.emplace(identity, reason).second;
+}
+bool is_damage(const std::exception& e) {
+  const auto* d = dynamic_cast<const DbError*>(&e);
+  return d != nullptr && d->kind() == ErrorKind::Corrupt;
 }
 
 std::string env_value(const char* name) {
@@ -172,12 +210,19 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
                                      const std::optional<EnvironmentInfo>& environment, const TuningDb::Options& db) {
   LayerInfo info{kind, path, false, {}};
   const bool shipped = kind == LayerKind::Shipped;
+  const std::string identity = file_identity(path);
+  if (std::string damage = known_damage(identity); !damage.empty()) {  // logged when it was found
+    info.reason = "damaged (found earlier in this process): " + damage;
+    layers_.push_back(std::move(info));
+    return;
+  }
   try {
     std::unique_ptr<TuningDb> opened = TuningDb::open_site(path, db);
     const Foreign foreign = environment ? foreign_reason(*opened, *environment) : Foreign{};
     info.reason = foreign.reason;
     if (info.reason.empty()) {
       info.used = true;
+      identity_[opened.get()] = identity;
       (shipped ? shipped_ : sites_).push_back(std::move(opened));
     } else {
       // Another GPU class is expected (a database per class); a stale build of this class is not.
@@ -187,7 +232,12 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
   } catch (const std::exception& e) {
     info.reason = e.what();
     open_errors_.push_back(e.what());
-    if (shipped)
+    if (is_damage(e)) {
+      info.reason = std::string("damaged: ") + e.what();
+      if (record_damage(identity, e.what()))
+        log_once(spdlog::level::warn, "{} tuning database {} is damaged and not read in this process: {}",
+                 layer_name(kind), path.string(), e.what());
+    } else if (shipped)
       log_once(spdlog::level::warn, "shipped tuning database skipped (dispatch uses the other layers and the default "
                "rule): {}", e.what());
     else
@@ -210,6 +260,7 @@ LayeredDb::LayeredDb(Options options) {
     LayerInfo info{LayerKind::User, user_path, false, {}};
     try {
       user_ = TuningDb::open_user(user_path, options.db);
+      identity_[user_.get()] = file_identity(user_path);
       info.used = true;
     } catch (const std::exception& e) {
       no_user_reason_ = std::string("the user database is unusable: ") + e.what();
@@ -233,13 +284,27 @@ LayeredDb::LayeredDb(Options options) {
 template <typename F>
 void LayeredDb::each_layer(const char* what, F&& f) {
   auto visit = [&](TuningDb& db, LayerKind kind) {
-    if (kind != LayerKind::User) {
+    const auto known = identity_.find(&db);  // filled in by the constructor: read-only here
+    const std::string identity = known != identity_.end() ? known->second : std::string();
+    {
       std::lock_guard lock(failed_mutex_);
       if (std::find(failed_.begin(), failed_.end(), &db) != failed_.end()) return false;
     }
+    if (!known_damage(identity).empty()) return false;  // found damaged by another context
     try {
       return f(db, kind);
     } catch (const std::exception& e) {
+      if (is_damage(e)) {  // damaged pages stay damaged, in every layer: skip it for the process
+        {
+          std::lock_guard lock(failed_mutex_);
+          failed_.push_back(&db);
+        }
+        if (record_damage(identity, e.what()))
+          log_once(spdlog::level::warn, "{} tuning database {} is damaged and no longer read in this process ({} "
+                   "failed; dispatch answers from the other layers): {}",
+                   layer_name(kind), db.path().string(), what, e.what());
+        return false;
+      }
       if (kind == LayerKind::User) {  // may be transient (busy, a full disk): try again next time
         log_warn("tuning database {}: {} failed, layer skipped: {}", db.path().string(), what, e.what());
         return false;
@@ -248,7 +313,7 @@ void LayeredDb::each_layer(const char* what, F&& f) {
         std::lock_guard lock(failed_mutex_);
         failed_.push_back(&db);
       }
-      log_once(spdlog::level::warn, "{} tuning database {} is damaged and no longer read ({} failed): {}",
+      log_once(spdlog::level::warn, "{} tuning database {} failed and is no longer read ({} failed): {}",
                layer_name(kind), db.path().string(), what, e.what());
       return false;
     }

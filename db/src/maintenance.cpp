@@ -114,6 +114,10 @@ std::string check_source_run(const SourceRun& s) {
 // the error the caller gets is the whole truth.
 MergeReport TuningDb::merge_from(const fs::path& other) {
   Impl::require_writable(*this);
+  // Its own -wal read as a database would be "nothing to merge" at best.
+  if (const std::string suffix = own_sidecar(path_, other); !suffix.empty())
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("merge_from: {} is this database's {} file, not a database "
+                                                          "to merge", other.string(), suffix));
   Options source_options;
   source_options.migrations = options_.migrations;
   std::unique_ptr<TuningDb> src = open_merge_source(other, source_options);
@@ -318,6 +322,17 @@ int64_t process_start_ticks(int64_t pid) {
   return std::stoll(field);
 }
 
+std::string own_sidecar(const fs::path& database, const fs::path& file) {
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    fs::path sidecar = database;
+    sidecar += suffix;
+    std::error_code e1, e2;
+    const fs::path a = fs::weakly_canonical(file, e1), b = fs::weakly_canonical(sidecar, e2);
+    if (!e1 && !e2 && a == b) return suffix;
+  }
+  return {};
+}
+
 fs::path export_temp_path(const fs::path& target, int64_t pid, int64_t start_ticks, const std::string& tag) {
   fs::path tmp = target;
   tmp += fmt::format(".tmp-{}-{}-{}-{}", temp_host(), pid, start_ticks, tag);
@@ -332,15 +347,9 @@ void TuningDb::export_to(const fs::path& target) {
   if (fs::equivalent(target, path_, ec))
     throw DbError(ErrorKind::InvalidArgument, fmt::format("export_to: {} is this database itself", t));
   // Renamed over the live -wal, the snapshot would throw away the writes not yet checkpointed.
-  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
-    fs::path sidecar = path_;
-    sidecar += suffix;
-    std::error_code e1, e2;
-    const fs::path a = fs::weakly_canonical(target, e1), b = fs::weakly_canonical(sidecar, e2);
-    if (!e1 && !e2 && a == b)
-      throw DbError(ErrorKind::InvalidArgument,
-                    fmt::format("export_to: {} is this database's {} file, not a place for a snapshot", t, suffix));
-  }
+  if (const std::string suffix = own_sidecar(path_, target); !suffix.empty())
+    throw DbError(ErrorKind::InvalidArgument,
+                  fmt::format("export_to: {} is this database's {} file, not a place for a snapshot", t, suffix));
   // A snapshot made by VACUUM INTO would carry injected triggers or views to every site.
   require_expected_schema(*conn_, steps_of(options_), "export");
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
@@ -557,6 +566,22 @@ std::vector<std::string> TuningDb::verify(const RowValidator& validator_in) {
     problems.push_back(std::string("verification stopped: ") + e.what());
   }
   return problems;
+}
+
+std::string TuningDb::quick_check() {
+  std::lock_guard lock(mutex_);
+  std::string found;
+  try {
+    Query q(*conn_, "PRAGMA quick_check(3)");  // the first few findings say enough
+    while (q.step()) {
+      std::istringstream lines(q.text("quick_check"));  // a row may hold several lines
+      for (std::string line; std::getline(lines, line);)
+        if (line != "ok" && line != "*** in database main ***") found += (found.empty() ? "" : "; ") + line;
+    }
+  } catch (const std::exception& e) {
+    found += (found.empty() ? "" : "; ") + std::string(e.what());
+  }
+  return found;
 }
 
 std::vector<ListedResult> TuningDb::list(const std::optional<std::string>& env_class) {

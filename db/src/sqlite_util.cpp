@@ -1,5 +1,7 @@
 #include "sqlite_util.hpp"
 
+#include "bidi.hpp"
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -104,6 +106,11 @@ std::string unprintable(std::string_view text) {
       if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return fmt::format("malformed UTF-8 at byte {}", i);
     if (c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0)
       return fmt::format("C1 control character U+{:04X} at byte {}", static_cast<unsigned char>(text[i + 1]), i);
+    if (n == 2 || n == 3) {  // every bidirectional control is a 2- or 3-byte sequence
+      uint32_t cp = n == 2 ? c & 0x1f : c & 0x0f;
+      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+      if (is_bidi_control(cp)) return fmt::format("bidirectional control U+{:04X} at byte {}", cp, i);
+    }
     i += n;
   }
   return {};

@@ -47,7 +47,8 @@ ErrorKind classify(int rc, int system_errno);
 
 // Where text read from (or written to) a database holds something a terminal or a log would
 // interpret: "" if it is clean UTF-8 without control characters, else what was found (C0 and C1
-// controls, DEL, which covers ESC sequences and newlines, or malformed UTF-8).
+// controls, DEL, which covers ESC sequences and newlines, Unicode bidirectional controls, or
+// malformed UTF-8).
 std::string unprintable(std::string_view text);
 
 // True for the result codes that mean "another connection holds the lock".

@@ -57,6 +57,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -141,6 +142,10 @@ struct CandidateStat {
 // process_start_ticks(), so that a new process reusing the pid is told apart; TAG: random hex).
 std::filesystem::path export_temp_path(const std::filesystem::path& target, int64_t pid, int64_t start_ticks,
                                        const std::string& tag);
+// The suffix ("-wal", "-shm" or "-journal") of the SQLite file of `database` that `file` is (the
+// same path once resolved), or "" for any other file. Merging from one, or exporting over one,
+// would lose or damage the database's writes: both are refused.
+std::string own_sidecar(const std::filesystem::path& database, const std::filesystem::path& file);
 // When process pid started, in clock ticks since boot (/proc/PID/stat); 0 where unknown.
 int64_t process_start_ticks(int64_t pid);
 
@@ -384,6 +389,9 @@ class TuningDb {
   // fingerprints, environments, modules), and results that disagree with their pooled runs.
   // Empty means healthy. Uses `validator` if given, else the database's.
   std::vector<std::string> verify(const RowValidator& validator = {});
+  // SQLite's PRAGMA quick_check (every page read, no row checks): "" if the file reads whole, else
+  // what is damaged. Never throws: a failing check is its finding.
+  std::string quick_check();
   // All results (optionally of one environment class), valid or not, for listing.
   std::vector<ListedResult> list(const std::optional<std::string>& env_class = std::nullopt);
   DbStats stats();
@@ -464,9 +472,11 @@ class LayeredDb {
   const std::vector<LayerInfo>& layers() const { return layers_; }
 
   // Reads: the user database first, then the sites in order, then the shipped databases; the
-  // first valid answer wins. A layer that fails (e.g. corrupted pages) is logged and skipped; a
-  // read-only layer that fails is dropped for the rest of this object's life (logged once). Rows
-  // come with `layer` set. Never throw.
+  // first valid answer wins. A layer that fails is logged and skipped; a read-only layer that fails
+  // is dropped for the rest of this object's life (logged once). A layer whose pages are damaged
+  // (SQLite's "database disk image is malformed", user layer included) is dropped for the rest of
+  // the process: logged once, and skipped by every LayeredDb that opens the same file (same inode,
+  // size and time) later. Rows come with `layer` set. Never throw.
   std::optional<TuningResult> find_exact(const EnvironmentInfo& current, const OpKey& op,
                                          const std::string& fingerprint_hash);
   // Union over layers; for a fingerprint present in several layers the higher layer's row wins.
@@ -496,7 +506,10 @@ class LayeredDb {
   std::vector<std::string> open_errors_;
   std::string no_user_reason_;
   std::mutex failed_mutex_;
-  std::vector<const TuningDb*> failed_;  // read-only layers dropped after a failing read
+  std::vector<const TuningDb*> failed_;  // read-only layers dropped after a failing read, damaged ones
+  // Each opened layer's file identity (device, inode, size, time), by which a damaged file is
+  // skipped by every LayeredDb of the process.
+  std::map<const TuningDb*, std::string> identity_;
 };
 
 }  // namespace dfgnn::db

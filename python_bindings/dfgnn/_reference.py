@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import _dfgnn
+from ._errors import Status, make_error
 from ._op import MODEL_INPUTS, _shape, check_input_names, infer_heads_dim, make_op
 from .ops import _graph_handle
 
@@ -10,6 +11,12 @@ from .ops import _graph_handle
 def _reference_op(graph, model, inputs, heads, dim, negative_slope, scale, dropout, dropout_seed):
     name = check_input_names(model, inputs)
     heads, dim = infer_heads_dim(name, inputs, heads, dim)
+    # Before the outputs are allocated (a dim of 2**30 + 1 asked NumPy for gigabytes): the C API's
+    # limit and status, which it would give only after.
+    if heads * dim > _dfgnn.MAX_CHANNELS:
+        raise make_error(Status.NOT_SUPPORTED, "dfgnnReferenceForward",
+                         f"op.heads * op.dim = {heads} * {dim} exceeds {_dfgnn.MAX_CHANNELS} channels per node, the "
+                         "most supported (schedules serve D up to 2048)")
     return make_op(name, "float64", heads, dim, negative_slope=negative_slope, scale=scale, dropout=dropout,
                    dropout_seed=dropout_seed, edge_features="edge" in inputs)
 

@@ -979,6 +979,7 @@ NB_MODULE(_dfgnn, m) {
   nb::enum_<dfgnn_direction_t>(m, "Direction", nb::is_arithmetic())
       .value("FORWARD", DFGNN_FORWARD)
       .value("BACKWARD", DFGNN_BACKWARD);
+  m.attr("MAX_CHANNELS") = static_cast<int>(DFGNN_MAX_CHANNELS);  // H * D limit, checked before allocating
   m.attr("RMAT_DEDUPLICATE") = static_cast<int>(DFGNN_RMAT_DEDUPLICATE);
   m.attr("RMAT_NO_SELF_LOOPS") = static_cast<int>(DFGNN_RMAT_NO_SELF_LOOPS);
   m.attr("RMAT_PERMUTE_IDS") = static_cast<int>(DFGNN_RMAT_PERMUTE_IDS);

@@ -4,6 +4,9 @@
 
 #include "error.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -35,9 +38,28 @@ constexpr int64_t kMaxNodes = kMaxEdges - 1;
 class ByteSource {
  public:
   explicit ByteSource(std::string path) : path_(std::move(path)), in_(kChunk) {
-    errno = 0;
-    file_.reset(std::fopen(path_.c_str(), "rb"));
-    if (file_ == nullptr) fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, std::strerror(errno));
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read (as the
+    // database layers refuse a FIFO), so a named pipe, socket or device is refused at once.
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int why = errno;
+      ::close(fd);
+      fail(DFGNN_STATUS_IO_ERROR, "cannot read '{}': {}", path_, std::strerror(why));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail(DFGNN_STATUS_IO_ERROR, "'{}' {}: graph files are read only from regular files", path_,
+           S_ISFIFO(st.st_mode) ? "is a FIFO (named pipe), not a regular file" : "is not a regular file");
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    file_.reset(::fdopen(fd, "rb"));
+    if (file_ == nullptr) {
+      const int why = errno;
+      ::close(fd);
+      fail(DFGNN_STATUS_IO_ERROR, "cannot open '{}': {}", path_, std::strerror(why));
+    }
     refill_input();
     gzip_ = z_.avail_in >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
     if (gzip_ && inflateInit2(&z_, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
@@ -207,7 +229,9 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// A line quoted in an error message: cut short and without control bytes (files may be binary).
+// Text from a file quoted in an error message (a line, a token, a banner word): cut short, every
+// byte outside printable ASCII shown as '?' (files may be binary; escape sequences and Unicode
+// bidirectional controls must not reach a terminal through the message).
 std::string quote(std::string_view s) {
   constexpr size_t kShown = 60;
   std::string out;
@@ -241,12 +265,27 @@ size_t edge_reservation(const LineReader& in, int64_t declared, int64_t min_line
   return static_cast<size_t>(std::min(declared, could_hold));
 }
 
-// Node-count policy (dfgnn.h, dfgnnGraphCreateFromFile): a header may declare nodes beyond the
-// largest id read (isolated nodes), but at most kIsolatedFactor x (largest id + 1) + kIsolatedSlack,
-// so that a few bytes of header cannot make O(N) arrays of any size.
+// Node-count policy (README, dfgnnGraphCreateFromFile): a header may declare nodes beyond the
+// largest id read (isolated nodes), but at most kIsolatedFactor x min(largest id + 1, 2 x edges
+// read) + kIsolatedSlack. E edges touch at most 2E nodes, so the O(N) arrays the graph builds after
+// reading (row pointers, degrees) stay proportional to what was read: neither a few bytes of
+// header nor one large node id can make them of any size. Checked once the whole file is read and
+// before anything N-sized is allocated (reading keeps only the edges).
 constexpr int64_t kIsolatedFactor = 16, kIsolatedSlack = int64_t{1} << 16;
 
-void check_node_count(const LineReader& in, int64_t declared, int64_t max_id, std::string_view where) {
+void check_node_count(const LineReader& in, int64_t declared, int64_t max_id, int64_t edges, std::string_view where) {
+  const int64_t touchable = 2 * edges;  // edges <= kMaxEdges: no overflow
+  if (max_id + 1 > touchable) {
+    const int64_t bound = kIsolatedFactor * touchable + kIsolatedSlack;
+    if (declared > bound)
+      fail(DFGNN_STATUS_PARSE_ERROR,
+           "{}: {} declares {} nodes for {} edge(s) read, {:.0f} nodes per edge (largest node id {}); at most {} x "
+           "(2 x edges) + {} = {} nodes are accepted from a file, so that memory grows with what is read (build a "
+           "graph with more isolated nodes with dfgnnGraphCreateCoo)",
+           in.path(), where, declared, edges, static_cast<double>(declared) / static_cast<double>(edges), max_id,
+           kIsolatedFactor, kIsolatedSlack, bound);
+    return;
+  }
   const int64_t bound = kIsolatedFactor * (max_id + 1) + kIsolatedSlack;
   if (declared > bound)
     fail(DFGNN_STATUS_PARSE_ERROR,
@@ -306,7 +345,7 @@ EdgeList read_edge_list(LineReader& in) {
   if (count != *edges)
     fail(DFGNN_STATUS_PARSE_ERROR, "{}:{}: file ends after {} edge lines, the header declares {}", in.path(),
          in.line_number(), count, *edges);
-  check_node_count(in, *nodes, max_id, "the header");
+  check_node_count(in, *nodes, max_id, count, "the header");
 
   EdgeList out;
   out.num_nodes = *nodes;
@@ -328,15 +367,16 @@ EdgeList read_matrix_market(LineReader& in) {
     parse_error(in, "expected the banner '%%MatrixMarket matrix coordinate <field> <symmetry>'", line);
   const std::string object = lower(next_token(rest)), format = lower(next_token(rest));
   const std::string field = lower(next_token(rest)), symmetry = lower(next_token(rest));
-  if (object != "matrix") parse_error(in, fmt::format("object '{}' is not supported, expected 'matrix'", object), line);
+  // Every word is quoted through quote(), as the line is.
+  if (object != "matrix") parse_error(in, fmt::format("object {} is not supported, expected 'matrix'", quote(object)), line);
   if (format == "array") parse_error(in, "dense 'array' format is not supported, expected 'coordinate'", line);
-  if (format != "coordinate") parse_error(in, fmt::format("format '{}' is not 'coordinate'", format), line);
+  if (format != "coordinate") parse_error(in, fmt::format("format {} is not 'coordinate'", quote(format)), line);
   if (field == "complex") parse_error(in, "'complex' matrices are not supported", line);
   if (field != "pattern" && field != "real" && field != "integer")
-    parse_error(in, fmt::format("field '{}' is not pattern, real or integer", field), line);
+    parse_error(in, fmt::format("field {} is not pattern, real or integer", quote(field)), line);
   if (symmetry == "hermitian") parse_error(in, "'hermitian' matrices are not supported", line);
   if (symmetry != "general" && symmetry != "symmetric" && symmetry != "skew-symmetric")
-    parse_error(in, fmt::format("symmetry '{}' is not general or symmetric", symmetry), line);
+    parse_error(in, fmt::format("symmetry {} is not general or symmetric", quote(symmetry)), line);
   const bool mirror = symmetry != "general";
 
   // Comment and blank lines are skipped wherever they appear after the banner.
@@ -383,7 +423,7 @@ EdgeList read_matrix_market(LineReader& in) {
     }
   }
   if (next_data_line()) parse_error(in, fmt::format("more entries than the {} declared in the size line", *nnz), line);
-  check_node_count(in, *rows, max_id, "the size line");
+  check_node_count(in, *rows, max_id, static_cast<int64_t>(src.size()), "the size line");
 
   EdgeList out;
   out.num_nodes = *rows;

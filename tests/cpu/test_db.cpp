@@ -3,6 +3,7 @@
 // and killed writers, concurrent processes on one file, merge / export / prune / verify, and the
 // user-over-site layering.
 #include "test_util.hpp"
+#include "damaged_pages.hpp"
 
 #include "api_guard.hpp"
 #include "db_error.hpp"
@@ -1595,6 +1596,64 @@ TEST(LayeredDb, DamagedShippedPagesWarnOnceAndAreDropped) {
   EXPECT_TRUE(contains(text, "shipped")) << text;
   EXPECT_TRUE(contains(text, (dir / "shipped.db").string())) << text;
   EXPECT_EQ(read_bytes(dir / "shipped.db"), bytes);
+}
+
+// Issue 26: a site layer whose results pages are damaged, before a good one. The lookup reaches the
+// damaged pages (alone, the same query fails as damaged); through the layers it answers from the good
+// one, never throws, logs the damaged layer once and skips it for the rest of the process: a second
+// LayeredDb (another context) reads it no more, with or without the GPU's identity.
+TEST(LayeredDb, QueryOnDamagedPagesSkipsTheLayerForTheProcess) {
+  TempDir dir;
+  {
+    auto bad = TuningDb::open_user(dir / "bad-src.db");
+    auto good = TuningDb::open_user(dir / "good-src.db");
+    for (int k = 0; k < 300; ++k) {
+      bad->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+      good->put_result(make_run(h200(), op_gat(), k, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+    }
+    bad->export_to(dir / "damaged.db");
+    good->export_to(dir / "good.db");
+  }
+  ASSERT_GT(dfgnn::test::damage_leaf_pages(dir / "damaged.db", "results"), 3);
+  {
+    auto alone = TuningDb::open_site(dir / "damaged.db");
+    EXPECT_EQ(expect_error([&] { alone->find_exact(h200(), op_gat(), fp_hash(150)); }).kind(),
+              dfgnn::db::ErrorKind::Corrupt);
+  }
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  auto* logger = dfgnn::db::detail::db_logger();
+  logger->sinks().push_back(sink);
+  LayeredDb::Options o;
+  o.user_path = fs::path();
+  o.site_paths = std::vector<fs::path>{dir / "damaged.db", dir / "good.db"};
+  o.shipped_paths = std::vector<fs::path>{};
+  {
+    LayeredDb first(o);
+    std::optional<TuningResult> r;
+    EXPECT_NO_THROW(r = first.find_exact(h200(), op_gat(), fp_hash(150)));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->schedule, sched(8));
+    EXPECT_EQ(r->source, (dir / "good.db").string());
+  }
+  for (bool with_environment : {false, true}) {
+    SCOPED_TRACE(with_environment ? "with the GPU's identity" : "without the GPU's identity");
+    LayeredDb::Options again = o;
+    if (with_environment) again.environment = h200();
+    LayeredDb later(again);
+    std::vector<TuningResult> all;
+    EXPECT_NO_THROW(all = later.candidates_for(h200(), op_gat()));
+    EXPECT_EQ(all.size(), 300u);
+    for (const TuningResult& r : all) EXPECT_EQ(r.source, (dir / "good.db").string());
+    ASSERT_EQ(later.layers().size(), 2u);
+    EXPECT_FALSE(later.layers()[0].used);
+    EXPECT_TRUE(contains(later.layers()[0].reason, "damaged")) << later.layers()[0].reason;
+    EXPECT_EQ(later.sites().size(), 1u);
+  }
+  logger->sinks().pop_back();
+  const std::string text = captured.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_TRUE(contains(text, "site tuning database " + (dir / "damaged.db").string() + " is damaged")) << text;
 }
 
 TEST(LayeredDb, UserOverSitesWritesToUserOnly) {

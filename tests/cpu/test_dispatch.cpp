@@ -2,6 +2,7 @@
 // device, so exact hits, nearest-fingerprint reuse, hostile rows, the default fallback, explain,
 // and compiled modules served from the database are all checked on the CPU.
 #include "test_util.hpp"
+#include "damaged_pages.hpp"
 
 #include "dispatch.hpp"
 #include "fingerprint.hpp"
@@ -647,6 +648,36 @@ TEST(DispatchOrigin, ForeignShippedDatabaseIsSkippedWithAReason) {
   // The matching build still uses it.
   auto ctx = context_with_sites(dir.path / "user.db", "");
   EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("layer"), "shipped");
+}
+
+// Issue 26: a site database that opens well but whose results pages are damaged, before a good
+// one. The exact lookup reads the damaged pages; the call succeeds with the good site's answer, the
+// damaged layer is logged once and skipped by every later context of the process.
+TEST(DispatchOrigin, QueryOnDamagedPagesAnswersFromTheOtherLayers) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  const std::string good_winner = "subwarp:lanes=32,groups=4,team=1,vec=4,mid=0,threshold=0,chunk=0";
+  const fs::path damaged = dir.path / "damaged.db", good = dir.path / "good.db";
+  make_snapshot(damaged, dir.path / "damaged-src.db", g.get(), kWinner, default_text);
+  make_snapshot(good, dir.path / "good-src.db", g.get(), good_winner, default_text);
+  ASSERT_GT(dfgnn::test::damage_leaf_pages(damaged, "results"), 0);
+  ScopedEnv env;
+  env.set("DFGNN_SHIPPED_DB", "off");
+  LogCapture log(spdlog::level::warn);
+  for (int context = 0; context < 3; ++context) {
+    SCOPED_TRACE(context);
+    auto ctx = context_with_sites(dir.path / "user.db", damaged.string() + ":" + good.string());
+    const nlohmann::json e = explain(ctx.get(), g.get(), kOp);
+    EXPECT_EQ(e.at("origin"), "exact");
+    EXPECT_EQ(e.at("layer"), "site");
+    EXPECT_EQ(e.at("source"), good.string());
+    EXPECT_EQ(e.at("schedule"), good_winner);
+    EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), good_winner);
+  }
+  EXPECT_EQ(occurrences(log.text(), "\n"), 1) << log.text();
+  EXPECT_EQ(occurrences(log.text(), "site tuning database " + damaged.string() + " is damaged"), 1) << log.text();
+  EXPECT_EQ(occurrences(log.text(), "database disk image is malformed"), 1) << log.text();
 }
 
 // A damaged shipped file: the default rule answers, with one warning however many contexts and

@@ -345,6 +345,70 @@ TEST(GraphIo, HeaderNodeCountFarAboveTheIdsReadIsAnError) {
   EXPECT_NE(r.message.find("dfgnnGraphCreateCoo"), std::string::npos) << r.message;
 }
 
+// Issue 26: a Matrix Market banner word is quoted in the message only as the line excerpt is
+// (control bytes and every non-ASCII byte, bidirectional controls included, shown as '?'), in the
+// C API's last error message too.
+TEST(GraphIo, MatrixMarketBannerWordsAreQuotedClean) {
+  TempDir tmp;
+  const std::string evil = "\x1b]0;title\x07\x1b[31m\xe2\x80\xae";  // OSC title, red, U+202E
+  struct Case {
+    std::string banner, needle;
+  };
+  const Case cases[] = {
+      {"%%MatrixMarket matrix" + evil + " coordinate pattern general", "object 'matrix?]0;title??[31m???' is not supported"},
+      {"%%MatrixMarket matrix coordinate" + evil + " pattern general", "format 'coordinate?]0;title??[31m???' is not"},
+      {"%%MatrixMarket matrix coordinate pattern" + evil + " general", "field 'pattern?]0;title??[31m???' is not"},
+      {"%%MatrixMarket matrix coordinate pattern general" + evil, "symmetry 'general?]0;title??[31m???' is not general"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    const std::string path = tmp.write("evil.mtx", c.banner + "\n2 2 1\n1 2\n");
+    expect_error([&] { read_graph_file(path); }, DFGNN_STATUS_PARSE_ERROR, c.needle);
+    const auto r = load(path);
+    EXPECT_EQ(r.status, DFGNN_STATUS_PARSE_ERROR);
+    EXPECT_NE(r.message.find(c.needle), std::string::npos) << r.message;
+    for (unsigned char ch : r.message) EXPECT_TRUE(ch >= 0x20 && ch < 0x7f) << int(ch) << " in " << r.message;
+  }
+}
+
+// Issue 26: one large node id (and a header N to match) used to make O(N) arrays once the one edge
+// was read: 8.6 GB for this file (40 bytes; the issue's "43-byte file"). Nodes are bounded by the
+// edges read too (E edges touch at most 2E nodes): refused, naming the ratio, within 1 GB.
+TEST(GraphIo, OneLargeNodeIdIsRefusedWithinLittleMemory) {
+  TempDir tmp;
+  const std::string text = "# nodes 2147483646 edges 1\n2147483645 0\n";
+  const std::string path = tmp.write("g.txt", text);
+  const std::string needle =
+      "the header declares 2147483646 nodes for 1 edge(s) read, 2147483646 nodes per edge (largest node id "
+      "2147483645); at most 16 x (2 x edges) + 65536 = 65568 nodes are accepted from a file";
+  // In a child limited to 1 GB more than it has mapped: the C API refuses it with that message.
+  const bool refused_in_child = runs_within(size_t{1} << 30, [&] {
+    const auto r = load(path);
+    if (r.status != DFGNN_STATUS_PARSE_ERROR || r.message.find(needle) == std::string::npos ||
+        r.message.find("dfgnnGraphCreateCoo") == std::string::npos)
+      throw std::runtime_error(r.message);
+  });
+  ASSERT_TRUE(refused_in_child);
+  const auto r = load(path);  // here too, for the message
+  EXPECT_EQ(r.status, DFGNN_STATUS_PARSE_ERROR);
+  EXPECT_NE(r.message.find(needle), std::string::npos) << r.message;
+  // The 34-byte case of the issue, and a Matrix Market file: refused the same way.
+  expect_error([&] { read_graph_file(tmp.write("h.txt", "# nodes 100000000 edges 1\n99999999 0\n")); },
+               DFGNN_STATUS_PARSE_ERROR, "declares 100000000 nodes for 1 edge(s) read, 100000000 nodes per edge");
+  expect_error([&] { read_graph_file(tmp.write("g.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n"
+                                                        "100000000 100000000 1\n100000000 1\n")); },
+               DFGNN_STATUS_PARSE_ERROR, "the size line declares 100000000 nodes for 2 edge(s) read");
+  // At the bound it is read: 16 x 2 + 65536 nodes for one edge between two far-apart ids.
+  const auto ok = load(tmp.write("ok.txt", "# nodes 65568 edges 1\n65567 0\n"));
+  ASSERT_EQ(ok.status, DFGNN_STATUS_SUCCESS) << ok.message;
+  int64_t n = 0, e = 0;
+  ASSERT_EQ(dfgnnGraphGetSize(ok.graph.get(), &n, &e), DFGNN_STATUS_SUCCESS);
+  EXPECT_EQ(n, 65568);
+  EXPECT_EQ(e, 1);
+  expect_error([&] { read_graph_file(tmp.write("over.txt", "# nodes 65569 edges 1\n65568 0\n")); },
+               DFGNN_STATUS_PARSE_ERROR, "declares 65569 nodes for 1 edge(s) read");
+}
+
 TEST(GraphIo, GzipWithTrailingGarbageIsParseError) {
   TempDir tmp;
   const std::string text = "# nodes 3 edges 2\n0 1\n1 2\n";

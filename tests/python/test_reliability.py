@@ -82,6 +82,31 @@ def test_huge_head_dim_is_refused_at_once():
             dfgnn.explain(g, op)
 
 
+def test_reference_ops_refuse_a_huge_dim_before_allocating():
+    # Issue 26: reference_forward(..., dim=2**30 + 1) asked NumPy for 24 GiB (MemoryError) where the
+    # C API returns NOT_SUPPORTED; now that status, with the C API's limit, at once.
+    g = dfgnn.Graph(EDGE_INDEX)
+    inputs = {"q": np.ones((3, 1, 2)), "k": np.ones((3, 1, 2)), "v": np.ones((3, 1, 2))}
+    for heads, dim in ((1, 2**30 + 1), (100000, 100000)):
+        with pytest.raises(dfgnn.NotSupportedError, match=f"{heads} \\* {dim} exceeds 16777216 channels per node"):
+            dfgnn.reference_forward(g, "transformer", inputs, heads=heads, dim=dim)
+        with pytest.raises(dfgnn.NotSupportedError, match="exceeds 16777216 channels per node"):
+            dfgnn.reference_backward(g, "transformer", inputs, np.ones((3, 1, 2)), heads=heads, dim=dim)
+    assert dfgnn._dfgnn.MAX_CHANNELS == 2**24
+
+
+def test_parse_error_quotes_matrix_market_words_clean(tmp_path):
+    # Issue 26: a banner word reached ParseError (and the terminal) with its escape sequences raw.
+    path = tmp_path / "evil.mtx"
+    path.write_bytes(b"%%MatrixMarket matrix coordinate pattern general\x1b]0;title\x07\x1b[31m\xe2\x80\xae\n"
+                     b"2 2 1\n1 2\n")
+    with pytest.raises(dfgnn.ParseError) as caught:
+        dfgnn.Graph.from_file(str(path))
+    message = str(caught.value)
+    assert "symmetry 'general?]0;title??[31m???' is not general or symmetric" in message
+    assert all(" " <= c <= "~" for c in message), repr(message)
+
+
 def test_fingerprint_to_json_refuses_what_parse_rejects():
     fp = dfgnn.Graph(EDGE_INDEX).fingerprint
     assert dfgnn.parse_fingerprint(dfgnn.fingerprint_to_json(fp)) == fp

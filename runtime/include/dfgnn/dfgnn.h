@@ -140,8 +140,9 @@ DFGNN_API dfgnn_status_t dfgnnGraphCreateCoo(dfgnn_context_t ctx, int64_t num_no
  * A gzip file must hold nothing but gzip members (trailing bytes: DFGNN_STATUS_PARSE_ERROR).
  * Header sizes are checked against what is read, never trusted for memory: the edge count (or
  * Matrix Market entry count) must equal the lines read, and the node count N may exceed the
- * largest node id M read (isolated nodes) only up to N <= 16 * (M + 1) + 65536; a larger N is
- * DFGNN_STATUS_PARSE_ERROR (a graph with more isolated nodes is built by dfgnnGraphCreateCoo). */
+ * largest node id M read (isolated nodes) only up to N <= 16 * min(M + 1, 2E) + 65536, E being the
+ * edges read; a larger N is DFGNN_STATUS_PARSE_ERROR (a graph with more isolated nodes is built by
+ * dfgnnGraphCreateCoo). So memory grows with the edges read, whatever the header or one node id says. */
 DFGNN_API dfgnn_status_t dfgnnGraphCreateFromFile(dfgnn_context_t ctx, const char* path,
                                                   const dfgnn_graph_options_t* options,
                                                   dfgnn_graph_t* graph);
