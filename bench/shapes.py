@@ -439,11 +439,14 @@ def main(argv=None):
         print(msg, flush=True)
     t_start = time.time()
     import subprocess
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = os.environ.get("DFGNN_COMMIT", "unknown")
+    # DFGNN_COMMIT first: a copy of the tree on a GPU machine may carry a .git of another commit
+    commit = os.environ.get("DFGNN_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown"
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit,
                 gpu=torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
                 torch=torch.__version__, rounds=a.rounds, calls=a.calls, argv=" ".join(sys.argv[1:] if argv is None else argv))
