@@ -1556,6 +1556,23 @@ TEST(LayeredDb, ShippedBelowSitesAndForeignLayersSkipped) {
   EXPECT_TRUE(foreign.open_errors().empty());  // not an error: a database for another GPU
 }
 
+// The database logger's output while it lives (its sink removed again however the test ends).
+class CapturedDbLog {
+ public:
+  CapturedDbLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
+    dfgnn::db::detail::db_logger()->sinks().push_back(sink_);
+  }
+  ~CapturedDbLog() {
+    auto& sinks = dfgnn::db::detail::db_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
 // A shipped file that opens but fails on reading (damaged pages) is dropped after the first failing
 // read, with one warning however many lookups follow; the file is left as it was.
 TEST(LayeredDb, DamagedShippedPagesWarnOnceAndAreDropped) {
@@ -1570,10 +1587,7 @@ TEST(LayeredDb, DamagedShippedPagesWarnOnceAndAreDropped) {
   ASSERT_GT(bytes.size(), 4 * page);
   for (size_t i = page; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5 ^ (i * 131));  // all but page 1
   write_bytes(dir / "shipped.db", bytes);
-  std::ostringstream captured;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  auto* logger = dfgnn::db::detail::db_logger();
-  logger->sinks().push_back(sink);
+  CapturedDbLog log;
   LayeredDb::Options o;
   o.user_path = fs::path();
   o.site_paths = std::vector<fs::path>{};
@@ -1588,8 +1602,7 @@ TEST(LayeredDb, DamagedShippedPagesWarnOnceAndAreDropped) {
     EXPECT_FALSE(layered->find_exact(h200(), op_gat(), fp_hash(k)));
     EXPECT_TRUE(layered->candidates_for(h200(), op_gat()).empty());
   }
-  logger->sinks().pop_back();
-  const std::string text = captured.str();
+  const std::string text = log.text();
   int lines = 0;
   for (char c : text) lines += c == '\n';
   EXPECT_EQ(lines, 1) << text;
@@ -1620,10 +1633,7 @@ TEST(LayeredDb, QueryOnDamagedPagesSkipsTheLayerForTheProcess) {
     EXPECT_EQ(expect_error([&] { alone->find_exact(h200(), op_gat(), fp_hash(150)); }).kind(),
               dfgnn::db::ErrorKind::Corrupt);
   }
-  std::ostringstream captured;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  auto* logger = dfgnn::db::detail::db_logger();
-  logger->sinks().push_back(sink);
+  CapturedDbLog log;
   LayeredDb::Options o;
   o.user_path = fs::path();
   o.site_paths = std::vector<fs::path>{dir / "damaged.db", dir / "good.db"};
@@ -1650,8 +1660,7 @@ TEST(LayeredDb, QueryOnDamagedPagesSkipsTheLayerForTheProcess) {
     EXPECT_TRUE(contains(later.layers()[0].reason, "damaged")) << later.layers()[0].reason;
     EXPECT_EQ(later.sites().size(), 1u);
   }
-  logger->sinks().pop_back();
-  const std::string text = captured.str();
+  const std::string text = log.text();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
   EXPECT_TRUE(contains(text, "site tuning database " + (dir / "damaged.db").string() + " is damaged")) << text;
 }
