@@ -21,7 +21,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 [ -x "$venv/bin/python" ] || "${DFGNN_PYTHON:-python3}" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 echo "python-tests: installing the build and test requirements into $venv"
-"${pip[@]}" install "scikit-build-core>=0.11" "nanobind>=2.4" "numpy>=1.22" "pytest>=7"
+# scipy and pymetis: dfgnn.reorder's "rcm" and "metis" orders (their tests skip without them)
+"${pip[@]}" install "scikit-build-core>=0.11" "nanobind>=2.4" "numpy>=1.22" "pytest>=7" "scipy>=1.8" "pymetis>=2025.2"
 if [ "${DFGNN_PYTHON_TORCH:-1}" != 0 ]; then
   echo "python-tests: installing torch and torch_geometric (DFGNN_PYTHON_TORCH=0 skips them)"
   start=$SECONDS

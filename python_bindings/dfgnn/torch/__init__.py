@@ -58,6 +58,9 @@ i -> i for i < min(N_src, N_dst)): the layers run them on one square graph of N_
 (destination i is node N_src + i), built once per edge_index tensor; a prebuilt dfgnn.Graph has one
 node set and is refused with them. Not supported yet (NotImplementedError): sparse adjacency inputs,
 ``aggr``/``flow`` other than PyG's defaults (other unknown keywords are a TypeError, as in PyG).
+
+:class:`Reorder` is a PyG transform that renumbers a ``Data`` object's nodes by :func:`dfgnn.reorder`
+(degree, RCM, METIS or label-propagation order) and keeps the permutation and its inverse.
 """
 
 try:
@@ -75,6 +78,7 @@ from ._autograd import AGNNFunction, GATFunction, GATv2Function, TransformerFunc
 from . import _custom_ops  # noqa: E402
 from ._functional import agnn, gat, gatv2, transformer  # noqa: E402
 from ._layers import AGNNConv, GATConv, GATv2Conv, TransformerConv, self_loop_edge_attr  # noqa: E402
+from ._reorder import Reorder  # noqa: E402
 # private names that tests and bench scripts reach (dt._launches, dt._run_forward, ...)
 from ._calls import _launches, _pointers, _run_backward, _run_forward  # noqa: E402,F401
 from ._graphs import _bipartite_graph  # noqa: E402,F401
@@ -108,5 +112,5 @@ def native_status(wait=False):
 __all__ = [
     "graph", "gat", "gatv2", "transformer", "agnn", "OPS", "self_loop_edge_attr", "native_status",
     "GATFunction", "GATv2Function", "TransformerFunction", "AGNNFunction",
-    "GATConv", "GATv2Conv", "TransformerConv", "AGNNConv",
+    "GATConv", "GATv2Conv", "TransformerConv", "AGNNConv", "Reorder",
 ]
