@@ -271,10 +271,10 @@ struct Target {
 };
 
 // The databases a read command works on: the sites given with --site and the shipped databases
-// with --shipped, plus --db when given (or, without either, the user database). A file that fails
-// to open throws, or with keep_going is returned with its error (stats and verify report it and go on).
+// with --shipped, plus --db when given (or, without either, the user database). A missing file
+// throws; one that fails to open is returned with its error (the commands report it and go on).
 std::vector<Target> open_for_reading(const std::optional<fs::path>& user, const std::vector<fs::path>& sites,
-                                     const std::vector<fs::path>& shipped, bool keep_going = false) {
+                                     const std::vector<fs::path>& shipped) {
   std::vector<Target> out;
   auto add = [&](const fs::path& path, const char* label) {
     require_file(path);
@@ -282,7 +282,6 @@ std::vector<Target> open_for_reading(const std::optional<fs::path>& user, const 
     try {
       t.db = t.label == "user" ? TuningDb::open_read_only(path, db_options()) : TuningDb::open_site(path, db_options());
     } catch (const std::exception& e) {
-      if (!keep_going) throw;
       t.error = failure_text(e);
     }
     out.push_back(std::move(t));
@@ -302,10 +301,30 @@ std::string shipped_origin() {
 
 // ---------------------------------------------------------------- commands
 
+// A database's rows for list and show, or nullopt after reporting why they cannot be read (a file
+// that failed to open, damaged pages): those commands go on to the next database and exit 1.
+std::optional<std::vector<ListedResult>> rows_or_report(const char* command, Target& t,
+                                                        const std::optional<std::string>& env = std::nullopt) {
+  std::string error = t.error;
+  if (t.db != nullptr) try {
+      return t.db->list(env);
+    } catch (const std::exception& e) {
+      error = failure_text(e);
+    }
+  say_err("{}: {} {}: {}", kTool, command, t.path.string(), error);
+  return std::nullopt;
+}
+
 int cmd_list(std::vector<Target>& targets, const std::optional<std::string>& env) {
   size_t total = 0, invalid = 0;
+  int failed = 0;
   for (Target& t : targets) {
-    const std::vector<ListedResult> rows = t.db->list(env);
+    const std::optional<std::vector<ListedResult>> listed = rows_or_report("list", t, env);
+    if (!listed) {
+      ++failed;
+      continue;
+    }
+    const std::vector<ListedResult>& rows = *listed;
     if (targets.size() > 1) say("== {} ({})", t.db->path().string(), t.label);
     std::vector<std::vector<std::string>> table;
     table.push_back({"ID", "ENV CLASS", "OP", "BUCKET", "WINNER", "MEDIAN MS", "DEFAULT MS", "SPEEDUP", "RUNS", "HOST",
@@ -334,8 +353,9 @@ int cmd_list(std::vector<Target>& targets, const std::optional<std::string>& env
       print_table(table);
     }
   }
-  say("{} result(s){}", total, invalid ? fmt::format(", {} invalid (never used by dispatch)", invalid) : "");
-  return 0;
+  say("{} result(s){}{}", total, invalid ? fmt::format(", {} invalid (never used by dispatch)", invalid) : "",
+      failed ? fmt::format("; {} database(s) could not be read", failed) : "");
+  return failed ? kExitFailure : 0;
 }
 
 int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
@@ -347,8 +367,14 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
     throw BadArgs{fmt::format("show: '{}' is not a result id (digits only, at least 1; see the ID column of list)",
                               id_text)};
   bool found = false;
+  int failed = 0;
   for (Target& t : targets) {
-    for (const ListedResult& l : t.db->list()) {
+    const std::optional<std::vector<ListedResult>> listed = rows_or_report("show", t);
+    if (!listed) {
+      ++failed;
+      continue;
+    }
+    for (const ListedResult& l : *listed) {
       const TuningResult& r = l.result;
       if (r.id != id) continue;
       found = true;
@@ -383,7 +409,14 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
                  ms(r.runner_up_median_ms));
       say("  runs             {} pooled; most recent on {} at {} UTC by {}", r.runs,
                  r.host.empty() ? "-" : r.host, date_text(r.unix_time), r.tool_version.empty() ? "-" : r.tool_version);
-      const std::vector<CandidateStat> cands = t.db->pooled_candidates(r.id);
+      std::vector<CandidateStat> cands;
+      try {
+        cands = t.db->pooled_candidates(r.id);
+      } catch (const std::exception& e) {  // damaged candidate pages: the result's own row was shown
+        say_err("{}: show {}: pooled candidates of result {}: {}", kTool, t.path.string(), r.id, failure_text(e));
+        ++failed;
+        continue;
+      }
       say("  pooled candidates ({}), best mean first:", cands.size());
       std::vector<std::vector<std::string>> table;
       table.push_back({"   ", "SCHEDULE", "SOLVER", "COUNT", "MEAN MS", "SD MS", "MIN MS", "MEDIAN MS", "VS WINNER"});
@@ -401,10 +434,11 @@ int cmd_show(std::vector<Target>& targets, const std::string& id_text) {
   }
   if (!found) {
     std::string where;
-    for (const Target& t : targets) where += (where.empty() ? "" : ", ") + t.db->path().string();
-    throw Failure{fmt::format("no result with id {} in {}", id, where)};
+    for (const Target& t : targets) where += (where.empty() ? "" : ", ") + t.path.string();
+    throw Failure{fmt::format("no result with id {} in {}{}", id, where,
+                              failed ? fmt::format("; {} database(s) could not be read", failed) : "")};
   }
-  return 0;
+  return failed ? kExitFailure : 0;
 }
 
 int cmd_stats(std::vector<Target>& targets) {
@@ -710,12 +744,12 @@ int run(int argc, char** argv) {
   }
   if (command == "stats") {
     expect_args(0, "no arguments");
-    auto targets = open_for_reading(user, sites, shipped, /*keep_going=*/true);
+    auto targets = open_for_reading(user, sites, shipped);
     return cmd_stats(targets);
   }
   if (command == "verify") {
     expect_args(0, "no arguments");
-    auto targets = open_for_reading(user, sites, shipped, /*keep_going=*/true);
+    auto targets = open_for_reading(user, sites, shipped);
     return cmd_verify(targets);
   }
   if (command == "layers") {

@@ -7,6 +7,10 @@
 #   dfgnn-db verify passes on the shared database and the export; every run a worker logged as
 #   committed (logged only after put_result returned) is in the shared database; no temp files
 #   are left; no lock error reached a caller.
+# The per-file atomicity case (issue 26): workers also write files of 8-24 new runs and merge each
+# into the shared database in a child process that they SIGKILL a random time after the merge
+# began. The shared database must hold all of each such file's runs or none, and all of them when
+# the merge returned.
 # Usage: sudo tools/soak.sh [MINUTES]   (root: it mounts the tmpfs). Env: DFGNN_BUILD_DIR (build),
 #   DFGNN_SOAK_FS_MB (256), DFGNN_SOAK_REPORT=FILE (writes the markdown report there).
 # ctest -C long -L long runs it too.
@@ -95,8 +99,9 @@ import glob, os, sqlite3, sys
 db, logs = sys.argv[1], sys.argv[2]
 present = {r[0] for r in sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT uuid FROM runs")}
 c = dict(commits=0, shared=0, private=0, merges=0, exports=0, reads=0, enospc=0, enospc_tune=0, enospc_merge=0,
-         enospc_export=0, enospc_read=0, lockerrors=0, errors=0, lost=0)
+         enospc_export=0, enospc_read=0, enospc_atomic=0, lockerrors=0, errors=0, lost=0)
 lost, errors = [], []
+batches, outcome = {}, {}  # the atomicity case: file -> its run ids; file -> done / killed / failed
 for path in glob.glob(os.path.join(logs, "worker-*.log")):
     for line in open(path):
         w = line.split()
@@ -110,19 +115,38 @@ for path in glob.glob(os.path.join(logs, "worker-*.log")):
         elif w[0] == "enospc": c["enospc"] += 1; k = "enospc_" + w[1]; c[k] = c.get(k, 0) + 1
         elif w[0] == "lockerror": c["lockerrors"] += 1; errors.append(line.strip())
         elif w[0] == "error": c["errors"] += 1; errors.append(line.strip())
+        elif w[0] == "batch": batches[w[1]] = w[2:]
+        elif w[0] == "atomic": outcome[w[2]] = w[1]
+# All of a file's runs or none; all once its merge returned. A file without an outcome lost its
+# worker (and with it the merge) to the script's SIGKILL.
+a = dict(atomic_files=len(batches), atomic_done=0, atomic_killed=0, atomic_killed_all=0, atomic_killed_none=0,
+         atomic_failed=0, atomic_cut=0, atomic_partial=0)
+partial = []
+for name, uuids in batches.items():
+    held = sum(u in present for u in uuids)
+    how = outcome.get(name, "cut")
+    a["atomic_" + how] += 1
+    if how == "killed" and held == len(uuids): a["atomic_killed_all"] += 1
+    if how == "killed" and held == 0: a["atomic_killed_none"] += 1
+    if 0 < held < len(uuids):
+        a["atomic_partial"] += 1; partial.append(f"{name} ({how}): {held} of {len(uuids)} runs in the shared database")
+    elif how == "done" and held == 0:
+        lost.extend(uuids)
+c.update(a)
 c["lost"] = len(lost)
 c["runs_in_db"] = len(present)
 c["results_in_db"] = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT COUNT(*) FROM results").fetchone()[0]
 print(" ".join(f"{k}={v}" for k, v in c.items()))
 for l in lost[:10]: print("LOST", l, file=sys.stderr)
 for e in sorted(set(errors))[:20]: print("ERROR", e[:300], file=sys.stderr)
+for p in partial[:10]: print("PARTIAL", p, file=sys.stderr)
 PY
 )
 eval "$counts"
 fills=$(wc -l <"$logs/filler.log" 2>/dev/null || echo 0)
 
 ok=yes
-[ "$final_ok" = yes ] && [ "$verify_ok" = yes ] && [ "$lost" = 0 ] && [ "$lockerrors" = 0 ] && [ "$temp_files" = 0 ] || ok=no
+[ "$final_ok" = yes ] && [ "$verify_ok" = yes ] && [ "$lost" = 0 ] && [ "$lockerrors" = 0 ] && [ "$temp_files" = 0 ] && [ "$atomic_partial" = 0 ] || ok=no
 report=$(cat <<MD
 | quantity | value |
 |---|---|
@@ -135,7 +159,10 @@ report=$(cat <<MD
 | merges | $merges |
 | exports | $exports |
 | reads of the export | $reads |
-| ENOSPC events reported to a caller (tune / merge / export / read) | $enospc ($enospc_tune / $enospc_merge / $enospc_export / $enospc_read) |
+| ENOSPC events reported to a caller (tune / merge / export / read / atomicity-case file) | $enospc ($enospc_tune / $enospc_merge / $enospc_export / $enospc_read / $enospc_atomic) |
+| atomicity case: files / merges returned / failed (an error, logged) / cut with their worker | $atomic_files / $atomic_done / $atomic_failed / $atomic_cut |
+| atomicity case: merges SIGKILLed after they began (target then held all / none) | $atomic_killed ($atomic_killed_all / $atomic_killed_none) |
+| atomicity case: files with some but not all runs in the target | $atomic_partial |
 | lock errors reported to a caller | $lockerrors |
 | other errors reported to a caller | $errors |
 | committed rows lost | $lost |
@@ -147,7 +174,7 @@ report=$(cat <<MD
 MD
 )
 if [ -s "$logs/problems.txt" ]; then  # the lost run ids and distinct error lines, for the report
-  report+=$'\n\nLost runs and distinct errors (at most 10 and 20):\n\n```\n'"$(cat "$logs/problems.txt")"$'\n```'
+  report+=$'\n\nLost runs, distinct errors and partly merged files (at most 10, 20 and 10):\n\n```\n'"$(cat "$logs/problems.txt")"$'\n```'
 fi
 echo "$report"
 cat "$logs/verify-shared.txt" "$logs/verify-export.txt"

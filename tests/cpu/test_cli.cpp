@@ -1,6 +1,7 @@
 // The command-line tools dfgnn-tune and dfgnn-db, run as processes: arguments, exit codes and
 // messages, the no-GPU path of dfgnn-tune, and every dfgnn-db command on databases written here
 // through db::TuningDb (a fake GPU environment, as in test_dispatch.cpp).
+#include "damaged_pages.hpp"
 #include "test_util.hpp"
 
 #include "dispatch.hpp"
@@ -952,6 +953,49 @@ TEST(Cli, DbReportsDamagedPagesAndGoesOn) {
   EXPECT_TRUE(contains(r.output, "verify " + damaged + ": ")) << r.output;
   EXPECT_TRUE(contains(r.output, "  integrity: ")) << r.output;
   EXPECT_TRUE(contains(r.output, "verify " + good + ": OK")) << r.output;
+}
+
+// Issue 26: list and show report a database whose pages they cannot read and go on to the next
+// (exit 1): results pages damaged (list and show cannot read its rows), or candidate statistics
+// pages damaged (show prints the result, then reports its pooled candidates).
+TEST(Cli, DbListAndShowReportDamagedPagesAndGoOn) {
+  TempDir dir;
+  const std::string good = dir / "good.db", results = dir / "results.db", candidates = dir / "candidates.db";
+  const fs::path shipped = fs::path(DFGNN_SOURCE_DIR) / "data/tuning/sm90.db";
+  for (const std::string& copy : {good, results, candidates}) fs::copy_file(shipped, copy);
+  ASSERT_GT(dfgnn::test::damage_leaf_pages(results, "results"), 20);
+  ASSERT_GT(dfgnn::test::damage_leaf_pages(candidates, "candidate_stats"), 400);
+  const std::string env = "export DFGNN_SHIPPED_DB=off;";
+  const std::string sites = "--site " + quote(results) + " --site " + quote(good);
+
+  Result r = run_tool(DFGNN_DB_EXE, sites + " list", env);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnn-db: list " + results + ": DAMAGED: ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "database disk image is malformed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "== " + good + " (site)")) << r.output;
+  EXPECT_FALSE(contains(r.output, "== " + results)) << r.output;
+  EXPECT_TRUE(contains(r.output, "312 result(s); 1 database(s) could not be read")) << r.output;
+
+  r = run_tool(DFGNN_DB_EXE, sites + " show 1", env);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnn-db: show " + results + ": DAMAGED: ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "result 1 in " + good + " (site)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "  pooled candidates (")) << r.output;
+  // Only in the damaged file: not found, and why it may be there.
+  r = run_tool(DFGNN_DB_EXE, "--site " + quote(results) + " show 1", env);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "no result with id 1 in " + results + "; 1 database(s) could not be read")) << r.output;
+
+  // The rows read, the candidate statistics do not.
+  r = run_tool(DFGNN_DB_EXE, "--site " + quote(candidates) + " list", env);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "312 result(s)")) << r.output;
+  r = run_tool(DFGNN_DB_EXE, "--site " + quote(candidates) + " --site " + quote(good) + " show 1", env);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(count_of(r.output, "result 1 in "), 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "dfgnn-db: show " + candidates + ": pooled candidates of result 1: DAMAGED: "))
+      << r.output;
+  EXPECT_EQ(count_of(r.output, "  pooled candidates ("), 1) << r.output;  // the good file's
 }
 
 #endif  // DFGNN_TUNE_EXE && DFGNN_DB_EXE

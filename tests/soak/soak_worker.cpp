@@ -4,10 +4,16 @@
 // the export, in a random mix, until its deadline or a SIGKILL. Every outcome is one line
 // appended to its log with one write() (so a SIGKILL never leaves half a line); a commit is
 // logged only after put_result returned.
+// The per-file atomicity case (issue 26): a fresh file of new runs, listed in the log once it is
+// complete, is merged into the shared database by a child process that this worker SIGKILLs at a
+// random moment after the merge began. tools/soak.sh checks that the shared database holds all of
+// each such file's runs or none, and all of them when the merge returned.
 //
 //   soak_worker work DIR ID LOG SEED SECONDS   the loop above
 //   soak_worker final DIR LOG                  after the soak: merges every private database into
 //                                              the shared one, then exports it (no faults now)
+//   soak_worker merge TARGET SOURCE LOG FD     the atomicity case's child: opens TARGET, writes
+//                                              one byte to FD, merges SOURCE into it
 #include "dispatch.hpp"
 #include "error.hpp"
 #include "graph.hpp"
@@ -18,6 +24,9 @@
 #include "tuning_db.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -149,13 +158,96 @@ db::TuningDb::Options db_options() {
   return o;
 }
 
-int work(const fs::path& dir, int id, uint64_t seed, double seconds) {
+// Removes a database file and its sidecars when it goes out of scope.
+struct RemoveDatabase {
+  fs::path path;
+  ~RemoveDatabase() {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path.string() + suffix, ec);
+  }
+};
+
+// The per-file atomicity case: a batch file of 8-24 new runs, then its merge into the shared
+// database in a child process. Three merges in four are SIGKILLed a random time after the child
+// signals that the merge begins, uniform over the time uncut merges took; the fourth runs to the
+// end and measures that time (measuring only merges that escaped the kill would bias it short).
+void atomic_merge(const fs::path& dir, int id, const fs::path& log, const std::vector<Problem>& all,
+                  std::mt19937_64& rng, double& merge_us) {
+  char name[64];
+  std::snprintf(name, sizeof name, "batch-%02d-%016llx.db", id, static_cast<unsigned long long>(rng()));
+  const RemoveDatabase batch{dir / name};
+  std::string uuids;
+  {
+    auto file = db::TuningDb::open_user(batch.path, db_options());
+    for (int k = 0, runs = 8 + static_cast<int>(rng() % 17); k < runs; ++k) {
+      const size_t index = rng() % all.size();
+      char run_id[64];
+      std::snprintf(run_id, sizeof run_id, "soak%02db%016llx", id, static_cast<unsigned long long>(rng()));
+      const db::TuningRun run = tune(all[index], index, rng, run_id);
+      if (run.candidates.empty()) continue;
+      file->put_result(run);
+      uuids += " " + run.run_id;
+    }
+  }  // closed: the file is complete
+  if (uuids.empty()) return;
+  log_line(std::string("batch ") + name + uuids);
+  int ready[2];
+  if (::pipe(ready) != 0) throw std::runtime_error("pipe failed");
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ready[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a SIGKILLed worker takes its merge with it: another cut
+    if (::getppid() != parent) ::_exit(1);
+    const std::string fd = std::to_string(ready[1]), target = (dir / "shared.db").string();
+    ::execl("/proc/self/exe", "soak_worker", "merge", target.c_str(), batch.path.c_str(), log.c_str(), fd.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  if (child < 0) {
+    ::close(ready[0]);
+    throw std::runtime_error("fork failed");
+  }
+  char byte = 0;
+  const bool began = ::read(ready[0], &byte, 1) == 1;  // end of file: the child failed before merging
+  ::close(ready[0]);
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool cut = rng() % 4 != 0;
+  const auto delay_us = static_cast<useconds_t>(rng() % static_cast<uint64_t>(merge_us + 1));
+  if (began && cut) {
+    ::usleep(delay_us);
+    ::kill(child, SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  const double took_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    if (began && !cut) merge_us = 0.5 * merge_us + 0.5 * took_us;
+    log_line(std::string("atomic done ") + name + " " + std::to_string(static_cast<int64_t>(took_us)));
+  } else if (WIFSIGNALED(status)) {
+    log_line(std::string("atomic killed ") + name + " " + std::to_string(delay_us));
+  } else {
+    log_line(std::string("atomic failed ") + name);  // the child logged why
+  }
+}
+
+// The atomicity case's child: signals the parent once the target is open, then merges.
+int merge_child(const fs::path& target, const fs::path& source, int ready_fd) {
+  auto shared = db::TuningDb::open_user(target, db_options());
+  if (::write(ready_fd, "m", 1) != 1) return 1;
+  shared->merge_from(source);
+  return 0;
+}
+
+int work(const fs::path& dir, int id, const fs::path& log, uint64_t seed, double seconds) {
   const fs::path shared = dir / "shared.db", mine = dir / ("private-" + std::to_string(id) + ".db");
   const fs::path exported = dir / "export.db";
   const std::vector<Problem> all = problems();
   std::mt19937_64 rng(seed);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::unique_ptr<db::TuningDb> shared_db, private_db;
+  double merge_us = 5000;  // how long an uncut atomicity-case merge takes (a first guess)
   for (uint64_t step = 0; std::chrono::steady_clock::now() < deadline; ++step) {
     // A pause between actions: 16 workers share a small machine; contention comes from overlap.
     ::usleep(static_cast<useconds_t>(200000 + rng() % 500000));
@@ -182,6 +274,8 @@ int work(const fs::path& dir, int id, uint64_t seed, double seconds) {
         if (!shared_db) shared_db = db::TuningDb::open_user(shared, db_options());
         shared_db->export_to(exported);
         log_line("export");
+      } else if (dice < 90) {  // the per-file atomicity case
+        atomic_merge(dir, id, log, all, rng, merge_us);
       } else {  // read the snapshot as a site database, as dispatch would
         if (!fs::exists(exported)) continue;
         auto site = db::TuningDb::open_site(exported, db_options());
@@ -198,7 +292,7 @@ int work(const fs::path& dir, int id, uint64_t seed, double seconds) {
         log_line("read " + std::to_string(rows.size()) + " " + std::to_string(found));
       }
     } catch (const std::exception& e) {
-      log_failure(dice < 60 ? "tune" : dice < 75 ? "merge" : dice < 85 ? "export" : "read", e);
+      log_failure(dice < 60 ? "tune" : dice < 75 ? "merge" : dice < 85 ? "export" : dice < 90 ? "atomic" : "read", e);
       shared_db.reset();  // reopen after a failure, as a fresh process would
       private_db.reset();
     }
@@ -224,17 +318,20 @@ int final_pass(const fs::path& dir) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (!((mode == "work" && argc == 7) || (mode == "final" && argc == 4))) {
-    std::fprintf(stderr, "usage: soak_worker work DIR ID LOG SEED SECONDS | soak_worker final DIR LOG\n");
+  if (!((mode == "work" && argc == 7) || (mode == "final" && argc == 4) || (mode == "merge" && argc == 6))) {
+    std::fprintf(stderr, "usage: soak_worker work DIR ID LOG SEED SECONDS | soak_worker final DIR LOG | "
+                         "soak_worker merge TARGET SOURCE LOG FD\n");
     return 2;
   }
-  log_fd = ::open(argv[mode == "work" ? 4 : 3], O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const char* log = argv[mode == "final" ? 3 : 4];
+  log_fd = ::open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (log_fd < 0) {
-    std::perror(argv[4]);
+    std::perror(log);
     return 2;
   }
   try {
-    return mode == "work" ? work(argv[2], std::stoi(argv[3]), std::stoull(argv[5]), std::stod(argv[6]))
+    if (mode == "merge") return merge_child(argv[2], argv[3], std::stoi(argv[5]));
+    return mode == "work" ? work(argv[2], std::stoi(argv[3]), log, std::stoull(argv[5]), std::stod(argv[6]))
                           : final_pass(argv[2]);
   } catch (const std::exception& e) {
     log_failure(mode.c_str(), e);
