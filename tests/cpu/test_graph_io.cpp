@@ -355,10 +355,10 @@ TEST(GraphIo, MatrixMarketBannerWordsAreQuotedClean) {
     std::string banner, needle;
   };
   const Case cases[] = {
-      {"%%MatrixMarket matrix" + evil + " coordinate pattern general", "object 'matrix?]0;title??[31m???' is not supported"},
-      {"%%MatrixMarket matrix coordinate" + evil + " pattern general", "format 'coordinate?]0;title??[31m???' is not"},
-      {"%%MatrixMarket matrix coordinate pattern" + evil + " general", "field 'pattern?]0;title??[31m???' is not"},
-      {"%%MatrixMarket matrix coordinate pattern general" + evil, "symmetry 'general?]0;title??[31m???' is not general"},
+      {"%%MatrixMarket matrix" + evil + " coordinate pattern general", "object 'matrix\?]0;title\?\?[31m\?\?\?' is not supported"},
+      {"%%MatrixMarket matrix coordinate" + evil + " pattern general", "format 'coordinate\?]0;title\?\?[31m\?\?\?' is not"},
+      {"%%MatrixMarket matrix coordinate pattern" + evil + " general", "field 'pattern\?]0;title\?\?[31m\?\?\?' is not"},
+      {"%%MatrixMarket matrix coordinate pattern general" + evil, "symmetry 'general\?]0;title\?\?[31m\?\?\?' is not general"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.needle);
