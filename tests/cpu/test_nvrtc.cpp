@@ -48,7 +48,8 @@ TEST(Nvrtc, CompileDefaultSchedulesForCoraAndCountCacheHits) {
   const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 4, 16);
   EXPECT_EQ(counters(ctx.get()).compiles, 0u);
 
-  // Forward: one module (the default on cora is a sub-warp schedule: one rows kernel).
+  // Forward: one module (the default on cora is the fitted rule's edge-balanced schedule, on groups
+  // spanning the 4 heads: one module of its split, merge and balanced kernels).
   DFGNN_ASSERT_OK(dfgnnCompile(ctx.get(), g.get(), &op, DFGNN_FORWARD, nullptr, 90));
   Counters c = counters(ctx.get());
   EXPECT_EQ(c.compiles, 1u);
@@ -63,7 +64,7 @@ TEST(Nvrtc, CompileDefaultSchedulesForCoraAndCountCacheHits) {
   char schedule[256];
   size_t length = 0;
   DFGNN_ASSERT_OK(dfgnnGetSchedule(ctx.get(), g.get(), &op, DFGNN_FORWARD, nullptr, schedule, sizeof schedule, &length));
-  EXPECT_EQ(std::string(schedule).rfind("subwarp:", 0), 0u) << schedule;
+  EXPECT_EQ(std::string(schedule).rfind("edge_balanced:lanes=16,heads=4,", 0), 0u) << schedule;
   DFGNN_ASSERT_OK(dfgnnCompile(ctx.get(), g.get(), &op, DFGNN_FORWARD, schedule, 90));
   DFGNN_ASSERT_OK(dfgnnCompile(ctx.get(), nullptr, &op, DFGNN_FORWARD, schedule, 90));
   c = counters(ctx.get());
