@@ -98,6 +98,16 @@ inline std::vector<double> random_vector(size_t count, uint64_t seed, double lo 
 inline std::filesystem::path source_dir() { return DFGNN_SOURCE_DIR; }
 inline std::filesystem::path shared_datasets() { return DFGNN_SHARED_DATASETS; }
 
+// The repository's Cora with self-loops, as PyG's GATConv uses it.
+inline GraphPtr cora_with_loops(dfgnn_context_t ctx) {
+  dfgnn_graph_options_t loops = dfgnnGraphDefaultOptions();
+  loops.add_self_loops = 1;
+  dfgnn_graph_t g = nullptr;
+  EXPECT_EQ(dfgnnGraphCreateFromFile(ctx, (source_dir() / "data/cora").c_str(), &loops, &g), DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  return GraphPtr(g);
+}
+
 // Skips the current test with a message when ../shared/datasets is not there.
 #define DFGNN_REQUIRE_SHARED_DATASETS()                                                              \
   do {                                                                                               \

@@ -88,16 +88,6 @@ std::vector<float> random_floats(size_t count, uint64_t seed) {
 }
 std::vector<double> widened(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
-// Cora with self-loops, as PyG's GATConv uses it.
-GraphPtr cora_with_loops(dfgnn_context_t ctx) {
-  dfgnn_graph_options_t loops = dfgnnGraphDefaultOptions();
-  loops.add_self_loops = 1;
-  dfgnn_graph_t g = nullptr;
-  EXPECT_EQ(dfgnnGraphCreateFromFile(ctx, (source_dir() / "data/cora").c_str(), &loops, &g), DFGNN_STATUS_SUCCESS)
-      << dfgnnGetLastErrorMessage();
-  return GraphPtr(g);
-}
-
 std::string explain(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op, dfgnn_direction_t direction) {
   std::string text(1 << 16, '\0');
   size_t length = 0;

@@ -22,16 +22,6 @@ struct ModelDtype {
 
 class GpuOps : public ::testing::TestWithParam<ModelDtype> {};
 
-// Cora with self-loops, as PyG's GATConv uses it.
-GraphPtr cora_with_loops(dfgnn_context_t ctx) {
-  dfgnn_graph_options_t loops = dfgnnGraphDefaultOptions();
-  loops.add_self_loops = 1;
-  dfgnn_graph_t g = nullptr;
-  EXPECT_EQ(dfgnnGraphCreateFromFile(ctx, (source_dir() / "data/cora").c_str(), &loops, &g), DFGNN_STATUS_SUCCESS)
-      << dfgnnGetLastErrorMessage();
-  return GraphPtr(g);
-}
-
 GraphPtr planted_hubs(dfgnn_context_t ctx, int64_t n, int32_t avg, int32_t hubs, int64_t hub_degree, uint64_t seed) {
   dfgnn_graph_t g = nullptr;
   EXPECT_EQ(dfgnnGraphCreatePlantedHubs(ctx, n, avg, hubs, hub_degree, seed, nullptr, &g), DFGNN_STATUS_SUCCESS)
