@@ -275,20 +275,17 @@ constexpr int64_t kIsolatedFactor = 16, kIsolatedSlack = int64_t{1} << 16;
 
 void check_node_count(const LineReader& in, int64_t declared, int64_t max_id, int64_t edges, std::string_view where) {
   const int64_t touchable = 2 * edges;  // edges <= kMaxEdges: no overflow
-  if (max_id + 1 > touchable) {
-    const int64_t bound = kIsolatedFactor * touchable + kIsolatedSlack;
-    if (declared > bound)
-      fail(DFGNN_STATUS_PARSE_ERROR,
-           "{}: {} declares {} nodes for {} edge(s) read, {:.0f} nodes per edge (largest node id {}); at most {} x "
-           "(2 x edges) + {} = {} nodes are accepted from a file, so that memory grows with what is read (build a "
-           "graph with more isolated nodes with dfgnnGraphCreateCoo)",
-           in.path(), where, declared, edges, static_cast<double>(declared) / static_cast<double>(edges), max_id,
-           kIsolatedFactor, kIsolatedSlack, bound);
-    return;
-  }
-  const int64_t bound = kIsolatedFactor * (max_id + 1) + kIsolatedSlack;
-  if (declared > bound)
+  const bool by_edges = max_id + 1 > touchable;
+  const int64_t bound = kIsolatedFactor * (by_edges ? touchable : max_id + 1) + kIsolatedSlack;
+  if (declared <= bound) return;
+  if (by_edges)
     fail(DFGNN_STATUS_PARSE_ERROR,
+         "{}: {} declares {} nodes for {} edge(s) read, {:.0f} nodes per edge (largest node id {}); at most {} x "
+         "(2 x edges) + {} = {} nodes are accepted from a file, so that memory grows with what is read (build a "
+         "graph with more isolated nodes with dfgnnGraphCreateCoo)",
+         in.path(), where, declared, edges, static_cast<double>(declared) / static_cast<double>(edges), max_id,
+         kIsolatedFactor, kIsolatedSlack, bound);
+  fail(DFGNN_STATUS_PARSE_ERROR,
          "{}: {} declares {} nodes but {}; at most {} x (largest id + 1) + {} = {} nodes are accepted from a file "
          "(build a graph with more isolated nodes with dfgnnGraphCreateCoo)",
          in.path(), where, declared,

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
-#include <string_view>
 
 namespace dfgnn {
 
@@ -59,8 +58,8 @@ int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec) {
 std::string to_string(const Schedule& s) {
   std::string text = std::string(solver_name(s.solver)) + ":";
   bool first = true;
-  Schedule::visit(s, [&](const char* name, int32_t value) {
-    if (value == 1 && std::string_view(name) == "heads") return;  // see Schedule::visit
+  Schedule::visit(s, [&](const char* name, int32_t value, std::optional<int32_t> left_out_at) {
+    if (value == left_out_at) return;
     text += fmt::format("{}{}={}", first ? "" : ",", name, value);
     first = false;
   });
@@ -93,7 +92,7 @@ Schedule parse_schedule(const std::string& text) {
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     if (!seen.insert(key).second) fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': field '{}' is given twice", text, key);
     bool known = false;
-    Schedule::visit(s, [&](const char* field, int32_t& member) {
+    Schedule::visit(s, [&](const char* field, int32_t& member, std::optional<int32_t>) {
       if (key != field) return;
       known = true;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), member);

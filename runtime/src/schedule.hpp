@@ -6,6 +6,7 @@
 #include <dfgnn/dfgnn.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,17 +39,20 @@ struct Schedule {
   int32_t block_edges() const { return chunk; }
   int32_t lanes_per_head() const { return lanes / heads; }
 
-  // The one field list: name and member, in text order.
+  // The one field list: name, member and the value at which the text leaves the field out (none:
+  // always written), in text order. heads is left out at 1, so texts from before it name the same
+  // schedules.
   template <typename Self, typename F>
   static void visit(Self& s, F&& f) {
-    f("lanes", s.lanes);
-    f("heads", s.heads);  // left out of the text when 1, so texts from before it name the same schedule
-    f("groups", s.groups);
-    f("team", s.team);
-    f("vec", s.vec);
-    f("mid", s.mid);
-    f("threshold", s.threshold);
-    f("chunk", s.chunk);
+    constexpr std::optional<int32_t> always;
+    f("lanes", s.lanes, always);
+    f("heads", s.heads, std::optional<int32_t>(1));
+    f("groups", s.groups, always);
+    f("team", s.team, always);
+    f("vec", s.vec, always);
+    f("mid", s.mid, always);
+    f("threshold", s.threshold, always);
+    f("chunk", s.chunk, always);
   }
   bool operator==(const Schedule&) const = default;
 };

@@ -108,21 +108,19 @@ Schedule base_schedule(const PassProblem& p, SolverId id) {
   Schedule s;
   s.solver = id;
   s.vec = best_vec(p);
-  s.heads = default_group_heads(p.op, s.vec);
-  s.lanes = s.heads == 1 ? lanes_for_dim(p.op.dim, s.vec)
-                         : std::max(4, s.heads * lanes_per_head_for_dim(p.op.dim, s.vec));
+  const std::vector<LaneMapping> spanning = spanning_mappings(p, s.vec, false);
+  const LaneMapping m = spanning.empty() ? LaneMapping{lanes_for_dim(p.op.dim, s.vec), 1} : spanning.back();
+  s.lanes = m.lanes;
+  s.heads = m.heads;
   s.groups = 256 / s.lanes;
   return s;
 }
 
-std::vector<LaneMapping> lane_mappings(const PassProblem& p, int32_t vec, bool wider) {
+std::vector<LaneMapping> spanning_mappings(const PassProblem& p, int32_t vec, bool every) {
   std::vector<LaneMapping> out;
-  const int32_t sized = lanes_for_dim(p.op.dim, vec);
-  out.push_back({sized, 1});
-  if (wider && sized < 32) out.push_back({2 * sized, 1});
   const int32_t most = default_group_heads(p.op, vec), per_head = lanes_per_head_for_dim(p.op.dim, vec);
   // A group of 4 lanes may hold 2 heads of 1 lane and idle lanes; larger groups are filled.
-  for (int32_t heads = wider ? 2 : most; heads > 1 && heads <= most; heads *= 2)
+  for (int32_t heads = every ? 2 : most; heads > 1 && heads <= most; heads *= 2)
     out.push_back({std::max(4, heads * per_head), heads});
   return out;
 }

@@ -85,16 +85,17 @@ constexpr int32_t kDefaultSplit = 256;  // default hub threshold and chunk (edge
 
 int64_t next_pow2(int64_t x);
 int32_t max_degree(const PassProblem& p);
-// The solver's schedule with the widest vector load the data allows and lanes sized to D.
+// The solver's schedule with the widest vector load the data allows and lanes sized to D (groups
+// spanning heads where spanning_mappings has any).
 Schedule base_schedule(const PassProblem& p, SolverId id);
-// The lane mappings a solver races, for vectors of `vec`: one head per group with lanes sized to D
-// (with `wider`, also twice that), and, where default_group_heads spans several, groups spanning
-// heads of lanes_per_head_for_dim lanes each (with `wider` every power of two of them, else the
-// default's count only).
+// A group's lanes and the heads it spans.
 struct LaneMapping {
   int32_t lanes, heads;
 };
-std::vector<LaneMapping> lane_mappings(const PassProblem& p, int32_t vec, bool wider);
+// The mappings whose groups span several heads, for vectors of `vec`, where default_group_heads
+// spans more than one (else none): lanes_per_head_for_dim lanes a head, the default's count of
+// heads (the last entry, base_schedule's mapping) or, with `every`, each power of two up to it.
+std::vector<LaneMapping> spanning_mappings(const PassProblem& p, int32_t vec, bool every);
 // Shared memory of one state per (group, head) of a block: team merges, parked row pieces.
 int64_t group_state_bytes(const dfgnn_op_t& op, PassKind pass, const Schedule& s);
 // Hub thresholds drawn from the graph's own degree distribution, clipped to [64, max degree).

@@ -42,16 +42,18 @@ class EdgeBalancedSolver final : public Solver {
   std::vector<Schedule> enumerate(const PassProblem& p) const override {
     std::vector<Schedule> out;
     const Schedule base = default_schedule(p);
-    for (const solvers::LaneMapping& m : solvers::lane_mappings(p, base.vec, false))
+    std::vector<solvers::LaneMapping> mappings{{lanes_for_dim(p.op.dim, base.vec), 1}};
+    for (const solvers::LaneMapping& m : solvers::spanning_mappings(p, base.vec, false)) mappings.push_back(m);
+    for (const solvers::LaneMapping& m : mappings)
       for (int32_t threads : {256, 512})
         for (int32_t edges_per_group : {16, 64, 256}) {
           Schedule s = base;
           s.lanes = m.lanes;
           s.heads = m.heads;
           s.groups = threads / s.lanes;
-        s.chunk = edges_per_group * s.groups;
-        if (invalid_reason(p, s).empty()) out.push_back(s);
-      }
+          s.chunk = edges_per_group * s.groups;
+          if (invalid_reason(p, s).empty()) out.push_back(s);
+        }
     return out;
   }
 
@@ -115,7 +117,7 @@ class EdgeBalancedSolver final : public Solver {
       l.part = index;
       l.grid = int64_t{items} * (head_blocks / balanced_heads_per_block(s.groups, head_blocks));
       l.block = s.groups * s.lanes;
-      l.smem = static_cast<size_t>(s.groups) * s.heads * state_floats(op, pass) * sizeof(float);
+      l.smem = static_cast<size_t>(solvers::group_state_bytes(op, pass, s));
       out.push_back(std::move(l));
     }
     if (!plan.hubs.empty())

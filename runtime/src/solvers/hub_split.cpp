@@ -29,7 +29,8 @@ class HubSplitSolver final : public Solver {
   std::vector<Schedule> enumerate(const PassProblem& p) const override {
     std::vector<Schedule> out;
     const Schedule base = default_schedule(p);
-    std::vector<solvers::LaneMapping> mappings = solvers::lane_mappings(p, base.vec, false);
+    std::vector<solvers::LaneMapping> mappings{{lanes_for_dim(p.op.dim, base.vec), 1}};
+    for (const solvers::LaneMapping& m : solvers::spanning_mappings(p, base.vec, false)) mappings.push_back(m);
     mappings.push_back({32, 1});
     for (const solvers::LaneMapping& m : mappings)
       for (int32_t threshold : solvers::threshold_candidates(p))

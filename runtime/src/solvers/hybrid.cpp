@@ -46,8 +46,8 @@ class HybridSolver final : public Solver {
     std::vector<int32_t> thresholds = solvers::threshold_candidates(p);
     thresholds.push_back(base.threshold);
     std::vector<solvers::LaneMapping> mappings{{4, 1}, {8, 1}, {16, 1}};
-    for (const solvers::LaneMapping& m : solvers::lane_mappings(p, base.vec, false))
-      if (m.heads > 1 && m.lanes < 32) mappings.push_back(m);
+    for (const solvers::LaneMapping& m : solvers::spanning_mappings(p, base.vec, false))
+      if (m.lanes < 32) mappings.push_back(m);
     for (const solvers::LaneMapping& m : mappings)
       for (int32_t mid : {8, 16, 32, 64})
         for (int32_t threshold : thresholds) {

@@ -22,8 +22,7 @@ class SubwarpSolver final : public WholeRowsSolver {
     std::vector<solvers::LaneMapping> mappings;
     for (int32_t lanes : {4, 8, 16, 32})
       if (lanes <= 2 * lanes_for_dim(p.op.dim, base.vec)) mappings.push_back({lanes, 1});  // else mostly idle lanes
-    for (const solvers::LaneMapping& m : solvers::lane_mappings(p, base.vec, true))
-      if (m.heads > 1) mappings.push_back(m);
+    for (const solvers::LaneMapping& m : solvers::spanning_mappings(p, base.vec, true)) mappings.push_back(m);
     for (const solvers::LaneMapping& m : mappings)
       for (int32_t threads : {128, 256, 512}) {
         Schedule s = base;
