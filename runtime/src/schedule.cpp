@@ -42,7 +42,7 @@ int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec) {
 }
 
 int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec) {
-  if (op.heads <= 1 || op.dim >= 32) return 1;
+  if (op.heads <= 1 || op.dim > 32) return 1;
   const int32_t per_head = lanes_per_head_for_dim(op.dim, vec);
   int32_t heads = 1;
   while (op.heads % (heads * 2) == 0 && heads * 2 * per_head <= 32) heads *= 2;

@@ -110,7 +110,7 @@ int32_t lanes_for_dim(int32_t dim, int32_t vec);
 int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec);
 // Lanes one head needs to hold D channels in vectors of vec with no idle lane (1 to 32).
 int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec);
-// The heads a group spans by default: for H > 1 heads of D < 32 channels, as many (a power of two
+// The heads a group spans by default: for H > 1 heads of D <= 32 channels, as many (a power of two
 // dividing H) as fill at most a warp with lanes_per_head_for_dim lanes each; else 1.
 int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec);
 

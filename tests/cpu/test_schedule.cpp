@@ -739,7 +739,9 @@ TEST(Schedule, GroupsSpanHeadsOfFewChannels) {
       {4, 16, 4, 4},   // 16 lanes
       {8, 16, 4, 8},   // 32 lanes, a whole warp
       {16, 16, 4, 8},  // at most a warp: 8 of the 16 heads
-      {2, 32, 4, 1},   // D >= 32 fills lanes by itself
+      {2, 32, 4, 2},   // 8 lanes a head: 16 lanes, as H = 1, D = 64 has
+      {8, 32, 4, 4},   // a warp of 4 heads
+      {2, 64, 4, 1},   // D > 32 fills lanes by itself
       {3, 8, 4, 1},    // no power of two > 1 divides H = 3
       {6, 8, 4, 2},    // 2 divides 6
       {8, 7, 1, 4},    // 8 lanes a head (7 channels, 1 idle): 4 heads fill a warp
@@ -773,7 +775,8 @@ TEST(Schedule, GroupsSpanHeadsOfFewChannels) {
       {DFGNN_DTYPE_BFLOAT16, 8, 8, "subwarp:lanes=8,heads=8,groups=32,team=1,vec=8,mid=0,threshold=0,chunk=0"},
       {DFGNN_DTYPE_FLOAT32, 4, 16, "subwarp:lanes=16,heads=4,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0"},
       {DFGNN_DTYPE_FLOAT32, 2, 4, "subwarp:lanes=4,heads=2,groups=64,team=1,vec=4,mid=0,threshold=0,chunk=0"},
-      {DFGNN_DTYPE_FLOAT32, 2, 32, "subwarp:lanes=8,groups=32,team=1,vec=4,mid=0,threshold=0,chunk=0"},
+      {DFGNN_DTYPE_FLOAT32, 2, 32, "subwarp:lanes=16,heads=2,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0"},
+      {DFGNN_DTYPE_FLOAT32, 2, 64, "subwarp:lanes=16,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0"},
   };
   for (const Default& c : defaults) {
     const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_TRANSFORMER, c.dtype, c.heads, c.dim);
