@@ -213,46 +213,71 @@ __global__ void __launch_bounds__(GROUPS * G::L) prep_kernel(const Params p) {
   }
 }
 
-// Deterministic sum over nodes of a [N, COLS] float32 array x, or of w[n, col / D] * x[n, col]
-// for a weighted sum with x of type T (the features). Stage 1: block b sums its fixed node range
-// into stage[b, :]; stage 2 (one block) adds the block rows in order. No atomics.
+// Deterministic sums over nodes of a [N, COLS] float32 array x, or of w_k[n, col / D] * x[n, col]
+// with x of type T (the features), gridDim.y of them at once (GAT's two attention vectors weigh the
+// same x, so one launch pair serves both). Stage 1: block (b, k) sums its fixed node range into
+// stage[k][b, :]; stage 2: block k adds sum k's block rows. In both, the threads of a block split
+// into `parts` interleaved subsets of the summed rows per column, added up in a fixed order: a
+// class-count layer's few columns still use the whole block. No atomics: bitwise reproducible.
+// The sum of rows r0, r0 + step, ... < r1 of column `col` of `rows` (a row stride of `cols`).
 template <typename T, int D, bool WEIGHTED>
-__global__ void __launch_bounds__(256) reduce_nodes_stage1(const void* x, const float* w, int num_nodes, int cols,
-                                                           int nodes_per_block, float* stage) {
-  const int n0 = blockIdx.x * nodes_per_block;
-  const int n1 = min(num_nodes, n0 + nodes_per_block);
-  const T* xs = static_cast<const T*>(x);
-  for (int col = threadIdx.x; col < cols; col += blockDim.x) {
-    float acc = 0.f;
-    for (int n = n0; n < n1; ++n) {
-      const float v = to_float(xs[static_cast<long long>(n) * cols + col]);
-      acc += WEIGHTED ? w[static_cast<long long>(n) * (cols / D) + col / D] * v : v;
-    }
-    stage[static_cast<long long>(blockIdx.x) * cols + col] = acc;
+__device__ __forceinline__ float strided_column_sum(const T* rows, const float* w, int r0, int r1, int step, int cols,
+                                                    int col) {
+  float acc = 0.f;
+  for (int r = r0; r < r1; r += step) {
+    const float v = to_float(rows[static_cast<long long>(r) * cols + col]);
+    acc += WEIGHTED ? w[static_cast<long long>(r) * (cols / D) + col / D] * v : v;
   }
+  return acc;
 }
 
-// result[col] = sum_b stage[b, col]; with TOTAL, result[0] = sum over all cols as well (AGNN beta).
-template <bool TOTAL>
-__global__ void __launch_bounds__(256) reduce_nodes_stage2(const float* stage, int blocks, int cols, float* result) {
-  __shared__ float col_sums[256];
-  float total = 0.f;
-  for (int col0 = 0; col0 < cols; col0 += blockDim.x) {
-    const int col = col0 + threadIdx.x;
-    float acc = 0.f;
-    if (col < cols)
-      for (int b = 0; b < blocks; ++b) acc += stage[static_cast<long long>(b) * cols + col];
-    if constexpr (TOTAL) {
-      col_sums[threadIdx.x] = col < cols ? acc : 0.f;
-      __syncthreads();
-      if (threadIdx.x == 0)
-        for (int k = 0; k < static_cast<int>(blockDim.x); ++k) total += col_sums[k];
-      __syncthreads();
-    } else if (col < cols) {
-      result[col] = acc;
+// Column sums over rows [r0, r1) of `rows` into out[col] (and, with TOTAL, their sum in order into
+// *total), by the whole block: a column's `parts` partial sums meet in shared memory.
+template <typename T, int D, bool WEIGHTED, bool TOTAL>
+__device__ __forceinline__ void block_column_sums(const T* rows, const float* w, int r0, int r1, int cols, float* out,
+                                                  float* total) {
+  __shared__ float part_sums[256];
+  const int width = min(cols, static_cast<int>(blockDim.x)), parts = blockDim.x / width;
+  const int c = threadIdx.x % width, part = threadIdx.x / width;
+  float running = 0.f;  // TOTAL: thread 0's sum of the columns so far
+  for (int col0 = 0; col0 < cols; col0 += width) {
+    const int col = col0 + c;
+    if (part < parts)
+      part_sums[threadIdx.x] =
+          col < cols ? strided_column_sum<T, D, WEIGHTED>(rows, w, r0 + part, r1, parts, cols, col) : 0.f;
+    __syncthreads();
+    if (part == 0) {
+      float sum = 0.f;
+      for (int q = 0; q < parts; ++q) sum += part_sums[q * width + c];
+      part_sums[c] = sum;  // only this thread read column c's slots of parts > 0 and slot c
+      if (col < cols && out != nullptr) out[col] = sum;
     }
+    __syncthreads();
+    if (TOTAL && threadIdx.x == 0)
+      for (int k = 0; k < width && col0 + k < cols; ++k) running += part_sums[k];
+    __syncthreads();
   }
-  if (TOTAL && threadIdx.x == 0) result[0] = total;
+  if (TOTAL && threadIdx.x == 0) *total = running;
+}
+
+template <typename T, int D, bool WEIGHTED>
+__global__ void __launch_bounds__(256) reduce_nodes_stage1(const void* x, const float* w0, const float* w1,
+                                                           int num_nodes, int cols, int nodes_per_block, float* stage) {
+  const int n0 = blockIdx.x * nodes_per_block;
+  const int n1 = min(num_nodes, n0 + nodes_per_block);
+  float* out = stage + (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * cols;
+  block_column_sums<T, D, WEIGHTED, false>(static_cast<const T*>(x), blockIdx.y == 0 ? w0 : w1, n0, n1, cols, out,
+                                           nullptr);
+}
+
+// result_k[col] = sum_b stage[k][b, col] for block k; with TOTAL, only result_k[0] = the sum over
+// all cols as well (AGNN beta).
+template <bool TOTAL>
+__global__ void __launch_bounds__(256) reduce_nodes_stage2(const float* stage, int blocks, int cols, float* result0,
+                                                           float* result1) {
+  float* result = blockIdx.x == 0 ? result0 : result1;
+  block_column_sums<float, 1, false, TOTAL>(stage + static_cast<long long>(blockIdx.x) * blocks * cols, nullptr, 0,
+                                            blocks, cols, TOTAL ? nullptr : result, result);
 }
 
 }  // namespace dfgnn

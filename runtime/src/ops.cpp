@@ -73,7 +73,9 @@ BackwardScratch carve_backward(Carver& c, int32_t num_nodes, const dfgnn_op_t& o
   w.param_part = c.take<float>(op.model == DFGNN_MODEL_GATV2 ? nhd : op.model == DFGNN_MODEL_AGNN ? nh : 0);
   w.row_grad = c.take<float>(op.model == DFGNN_MODEL_AGNN ? nhd : 0);
   w.partials = c.take<float>(slots * op.heads);
-  w.stage = c.take<float>(op.model == DFGNN_MODEL_TRANSFORMER ? 0 : kReduceBlocks * static_cast<size_t>(op.heads) * op.dim);
+  // GAT's two attention-vector sums side by side; AGNN's sums over heads fit in the same room.
+  const size_t sums = op.model == DFGNN_MODEL_TRANSFORMER ? 0 : op.model == DFGNN_MODEL_GAT ? 2 : 1;
+  w.stage = c.take<float>(sums * kReduceBlocks * static_cast<size_t>(op.heads) * op.dim);
   return w;
 }
 
@@ -96,10 +98,10 @@ void check_workspace(const LaunchArgs& launch, size_t needed) {
   if (needed > 0 && launch.workspace == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "workspace is null but {} bytes are needed", needed);
 }
 
-void launch_kernel(cudaKernel_t kernel, unsigned grid, unsigned block, size_t smem, cudaStream_t stream, void** args,
+void launch_kernel(cudaKernel_t kernel, dim3 grid, unsigned block, size_t smem, cudaStream_t stream, void** args,
                    const char* what) {
-  if (grid == 0) return;
-  cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid), dim3(block), args, smem, stream), what);
+  if (grid.x == 0 || grid.y == 0) return;
+  cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, dim3(block), args, smem, stream), what);
 }
 
 int64_t blocks_for(int64_t work, int64_t per_block) { return (work + per_block - 1) / per_block; }
@@ -375,25 +377,28 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   launch_pass(recipe->first, n, p, launch.stream);
   launch_pass(recipe->second, n, p, launch.stream);
 
-  // Parameter gradients: deterministic two-stage sums over nodes.
-  auto reduce = [&](const void* x, const float* weights, int cols, float* result) {
+  // Parameter gradients: deterministic two-stage sums over nodes, `sums` (1 or 2) of them weighing the
+  // same x at once.
+  auto reduce = [&](const void* x, int cols, int sums, const float* w0, float* result0, const float* w1,
+                    float* result1) {
     const int blocks = std::min<int>(kReduceBlocks, n);
     int nodes_per_block = (n + blocks - 1) / blocks;
     const int used_blocks = (n + nodes_per_block - 1) / nodes_per_block;
-    void* args1[] = {&x, &weights, const_cast<int32_t*>(&n), &cols, &nodes_per_block, const_cast<float**>(&w.stage)};
-    launch_kernel(recipe->reduce_stage1, used_blocks, 256, 0, launch.stream, args1, "reduce kernel launch");
+    void* args1[] = {&x, &w0, &w1, const_cast<int32_t*>(&n), &cols, &nodes_per_block, const_cast<float**>(&w.stage)};
+    launch_kernel(recipe->reduce_stage1, dim3(used_blocks, sums), 256, 0, launch.stream, args1, "reduce kernel launch");
     int b = used_blocks;
-    void* args2[] = {const_cast<float**>(&w.stage), &b, &cols, &result};
-    launch_kernel(recipe->reduce_stage2, 1, 256, 0, launch.stream, args2, "reduce kernel launch");
+    void* args2[] = {const_cast<float**>(&w.stage), &b, &cols, &result0, &result1};
+    launch_kernel(recipe->reduce_stage2, dim3(sums), 256, 0, launch.stream, args2, "reduce kernel launch");
   };
   const int hd = op.heads * op.dim;
   switch (op.model) {
     case DFGNN_MODEL_GAT:
-      reduce(in.h, w.node_b, hd, static_cast<float*>(grads.att_src));
-      reduce(in.h, w.node_c, hd, static_cast<float*>(grads.att_dst));
+      reduce(in.h, hd, 2, w.node_b, static_cast<float*>(grads.att_src), w.node_c, static_cast<float*>(grads.att_dst));
       break;
-    case DFGNN_MODEL_GATV2: reduce(w.param_part, nullptr, hd, static_cast<float*>(grads.att_src)); break;
-    case DFGNN_MODEL_AGNN: reduce(w.param_part, nullptr, op.heads, static_cast<float*>(grads.beta)); break;
+    case DFGNN_MODEL_GATV2:
+      reduce(w.param_part, hd, 1, nullptr, static_cast<float*>(grads.att_src), nullptr, nullptr);
+      break;
+    case DFGNN_MODEL_AGNN: reduce(w.param_part, op.heads, 1, nullptr, static_cast<float*>(grads.beta), nullptr, nullptr); break;
     case DFGNN_MODEL_TRANSFORMER: break;
   }
   cuda_check(cudaGetLastError(), "backward kernels");
