@@ -22,10 +22,10 @@ struct PassTuning {
   PassKind pass = PassKind::Forward;
   tuner::SearchResult search;
   Schedule winner;
-  // Per candidate text: medians of the two timing regimes a sample is the larger of (isolated
-  // call on an idle GPU; per call of calls queued back to back, 0 when not taken).
+  // Per candidate text: medians of its two clocks: one isolated call with the host's work in it,
+  // and GPU time per call of calls replayed from a CUDA graph (the score; 0 where capture failed).
   struct Regimes {
-    double isolated_ms = 0.0, back_to_back_ms = 0.0;
+    double isolated_ms = 0.0, gpu_ms = 0.0;
   };
   std::map<std::string, Regimes> regimes;
   bool stored = false;        // written to the user database
@@ -37,7 +37,7 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
                      double budget_s);
 
 // JSON summary of a pass tuning (winner, default, speedup, runner-up, counts, reason); with_timed
-// adds every timed candidate's score and regime medians ("timed").
+// adds every timed candidate's score and both clocks' medians ("timed").
 std::string describe(const PassTuning& t, bool with_timed = false);
 
 }  // namespace dfgnn
