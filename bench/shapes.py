@@ -21,6 +21,9 @@ Sections (``--sections``):
 - ``dropout``: the same calls with attention dropout 0.6 and without.
 - ``tuned``: the default schedule against the tuner's winner (``dfgnn.tune``, budget per direction).
 - ``classes``: H = 1 and D in {3, 7, 16, 40, 47}, default against tuned.
+- ``split``: on graphs where the default splits hub rows (``hub_split``), that schedule with hub
+  threshold and chunk 128, 256 and 512 edges side by side, for ``--split-configs``: the evidence for the
+  hand rule's split, which answers on graphs past the fitted rule's domain.
 - ``step``: the Cora step: PyG eager, dfgnn eager, the dense parts alone (torch's floor for this
   model), and dfgnn captured whole in one CUDA graph (wall time per step; for the captured step also
   the dfgnn kernels' share of its GPU time).
@@ -46,6 +49,7 @@ sys.path.insert(0, str(REPO / "examples"))
 PASSES = ("forward", "backward_row", "backward_col", "helpers")
 HEADS_SHAPES = [(8, 8), (4, 16), (8, 16), (2, 32)]
 CLASS_DIMS = [3, 7, 16, 40, 47]
+SPLITS = (128, 256, 512)
 
 
 def parse_args(argv=None):
@@ -57,6 +61,8 @@ def parse_args(argv=None):
     p.add_argument("--sections", default="heads,dropout,tuned,classes,step")
     p.add_argument("--tuned-shapes", default="8x8,1x64,1x7", help="HxD list the tuned section covers")
     p.add_argument("--class-dims", default=",".join(map(str, CLASS_DIMS)))
+    p.add_argument("--split-configs", default="gat:8x8,gat:1x64,gat:1x7,gat:1x3,gat:1x47,transformer:1x128,"
+                   "transformer:4x64,transformer:8x32", help="model:HxD list the split section covers")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calls", type=int, default=20, help="calls per block (a round times one block per pass)")
     p.add_argument("--budget", type=float, default=1.0, help="tuning seconds per forward (backward: twice)")
@@ -223,12 +229,27 @@ def counted(kind):
 
 # ---------------------------------------------------------------- sections
 
-def run_case(g, gname, model, heads, dim, dtype, dropout, a, device, tune, log):
+def split_variants(defaults):
+    """The default schedules with every hub_split pass's threshold and chunk set to each of SPLITS
+    edges ({} where no pass splits hubs)."""
+    import re
+    if not any(t.startswith("hub_split:") for t in defaults.values()):
+        return {}
+    def with_split(text, n):
+        if not text.startswith("hub_split:"):
+            return text
+        return re.sub(r"chunk=\d+", f"chunk={n}", re.sub(r"threshold=\d+", f"threshold={n}", text))
+    return {f"split{n}": {p: with_split(t, n) for p, t in defaults.items()} for n in SPLITS}
+
+
+def run_case(g, gname, model, heads, dim, dtype, dropout, a, device, tune, log, variants=None):
     case = Case(g, model, heads, dim, dtype, dropout, device, a.smoke)
     defaults, origin = case.defaults()
     choices = {"default": defaults}
     if tune and not a.smoke:
         choices["tuned"] = case.tuned(a.budget)
+    if variants is not None:
+        choices.update(variants(defaults))
     times = time_choices(case, choices, a.rounds, a.calls, a.smoke)
     row = dict(graph=gname, model=model, heads=heads, dim=dim, dtype=dtype, dropout=dropout,
                nodes=g.num_nodes, edges=g.num_edges, schedules=choices, origin=origin, us=times)
@@ -408,6 +429,20 @@ def markdown(report):
                              f"{fmt(d)} | {fmt(t)} | {fmt(d / t if d and t else None, 2)} | "
                              f"`{r['schedules']['default'][p]}` | `{r['schedules']['tuned'][p]}` |")
         lines.append("")
+    split = [r for r in rows if r["section"] == "split" and len(r["us"]) > 1]
+    if split:
+        names = [f"split{n}" for n in SPLITS]
+        lines += ["## Hub split threshold and chunk (the default's schedule otherwise)", "",
+                  "| graph | model | dtype | H x D | pass | default | " + " | ".join(f"{n} us" for n in names) +
+                  " | best | default schedule |", "|---|---|---|---|---|---|" + "---:|" * len(names) + "---|---|"]
+        for r in split:
+            for p in ("forward", "backward_row", "backward_col"):
+                us = {n: r["us"][n].get(p) for n in names if n in r["us"]}
+                best = min((v, n) for n, v in us.items() if v)[1] if any(us.values()) else "-"
+                lines.append(f"| {r['graph']} | {r['model']} | {r['dtype']} | {r['heads']} x {r['dim']} | {p} | "
+                             f"{fmt(r['us']['default'].get(p))} | " + " | ".join(fmt(us.get(n)) for n in names) +
+                             f" | {best} | `{r['schedules']['default'][p]}` |")
+        lines.append("")
     if report.get("step"):
         s = report["step"]
         lines += ["## PyG examples/gat.py training step on Cora (wall ms per step)", "",
@@ -458,9 +493,9 @@ def main(argv=None):
         pathlib.Path(f"{stem}.json").write_text(json.dumps(report, indent=1))
         pathlib.Path(f"{stem}.md").write_text(markdown(report))
 
-    def add(section, *args):
+    def add(section, *args, **kw):
         try:
-            rows.append(dict(section=section, **run_case(*args)))
+            rows.append(dict(section=section, **run_case(*args, **kw)))
         except Exception as e:  # one failed case is reported, the others still run
             report["errors"].append(dict(section=section, case=repr(args[1:7]), error=f"{type(e).__name__}: {e}"))
             log(f"ERROR {section} {args[1:7]}: {type(e).__name__}: {e}")
@@ -484,6 +519,11 @@ def main(argv=None):
                 if "classes" in sections and dtype == dtypes[0]:
                     for d in map(int, a.class_dims.split(",")):
                         add("classes", g, gname, model, 1, d, dtype, 0.0, a, device, True, log)
+        if "split" in sections:
+            for c in a.split_configs.split(","):
+                model, hd = c.split(":")
+                h, d = map(int, hd.split("x"))
+                add("split", g, gname, model, h, d, dtypes[0], 0.0, a, device, False, log, variants=split_variants)
     if "step" in sections:
         try:
             report["step"] = step_section(a, device, log)
