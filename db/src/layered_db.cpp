@@ -355,8 +355,12 @@ std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& curre
 std::optional<ModuleRecord> LayeredDb::get_module(const std::string& key, const std::string& template_hash,
                                                   int32_t nvrtc_version, int32_t arch) {
   std::optional<ModuleRecord> found;
-  each_layer("module lookup", [&](TuningDb& db, LayerKind) {
+  each_layer("module lookup", [&](TuningDb& db, LayerKind kind) {
     found = db.get_module(key, template_hash, nvrtc_version, arch);
+    if (found) {
+      found->layer = layer_name(kind);
+      found->source = db.path().string();
+    }
     return found.has_value();
   });
   return found;

@@ -242,6 +242,7 @@ struct ModuleRecord {
   int32_t nvrtc_version = 0;
   std::string template_hash;
   int64_t created = 0;              // unix time; 0 = now (put_module)
+  std::string layer, source;        // read through a LayeredDb: "user", "site" or "shipped", and its file
 };
 
 // Filters for prune(); the given ones must all match (AND). At least one must be given.

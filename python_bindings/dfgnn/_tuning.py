@@ -70,5 +70,7 @@ def explain(graph, op, direction="forward", *, context=None):
     installed with the package) and ``source`` its file; a nearest answer has ``distance``,
     ``radius``, ``neighbours`` and ``neighbour`` (the nearest tuned graph's fingerprint hash,
     bucket key, nodes and edges), a default one its ``rule``. ``origin_detail`` says it in one
-    line. Also: the schedule and the database row's statistics."""
+    line. ``module`` says where the pass's compiled kernels came from in this process
+    ("compiled", "<layer> database <file>", or "not loaded yet"). Also: the schedule and the
+    database row's statistics."""
     return json.loads(_dfgnn.explain(_context(context), _graph_handle(graph), _checked_op(op), as_direction(direction)))

@@ -450,9 +450,7 @@ dfgnn_status_t dfgnnCompile(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
     if (direction == DFGNN_FORWARD) {
       c.modules.cubin(pass_kernel_names(o, PassKind::Forward, s.row), arch);
     } else {
-      c.modules.cubin(backward_helper_names(o), arch);
-      c.modules.cubin(pass_kernel_names(o, PassKind::BackwardRow, s.row), arch);
-      c.modules.cubin(pass_kernel_names(o, PassKind::BackwardCol, s.col), arch);
+      c.modules.cubins(backward_module_names(o, s), arch);
     }
   });
 }
@@ -485,6 +483,17 @@ dfgnn_status_t dfgnnSetDatabase(dfgnn_context_t ctx, const char* user_path, cons
   });
 }
 
+namespace {
+// Where the module of a pass under a schedule came from in this process, for explain: "compiled",
+// or the database layer and file it was read from.
+std::string module_origin(Context& c, const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
+  if (!device_status().available) return "none: no GPU (modules are loaded at a call)";
+  std::vector<std::string> names = pass_kernel_names(op, pass, s);
+  const std::string origin = c.modules.origin(names, c.current_arch());
+  return origin.empty() ? "not loaded yet (the first call loads or compiles it)" : origin;
+}
+}  // namespace
+
 dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgnn_op_t* op,
                             dfgnn_direction_t direction, char* buffer, size_t capacity, size_t* length) {
   return guard([&] {
@@ -509,6 +518,7 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
       j["schedule"] = to_string(d.schedule);
       j["origin_detail"] = describe_origin(d);
       if (!d.layer.empty()) j["layer"] = d.layer;  // "user", "site" or "shipped"
+      j["module"] = module_origin(c, o, pass, d.schedule);
       if (d.origin == DispatchLevel::Nearest) {
         j["distance"] = d.distance;
         j["radius"] = d.radius;

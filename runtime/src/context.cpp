@@ -67,6 +67,7 @@ std::optional<Cubin> DatabaseModuleStore::load(const std::string& key, int arch)
     cubin.image = std::move(record->image);
     cubin.names = std::move(record->names);
     cubin.lowered = std::move(record->lowered);
+    cubin.origin = fmt::format("{} database {}", record->layer, record->source);
     return cubin;
   } catch (const std::exception& e) {
     log().warn("compiled module {} not read from the tuning database: {}", key, e.what());

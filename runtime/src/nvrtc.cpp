@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <variant>
 
 #define XXH_INLINE_ALL
@@ -291,11 +293,26 @@ LoadedModule::~LoadedModule() {
   if (library_ != nullptr) cudaLibraryUnload(library_);
 }
 
+namespace {
+// "kernel" or "kernel and N more": a module's names for a log line.
+std::string describe_names(const std::vector<std::string>& names) {
+  if (names.empty()) return "no kernel";
+  return names.size() == 1 ? names[0] : fmt::format("{} and {} more", names[0], names.size() - 1);
+}
+}  // namespace
+
 std::string ModuleCache::key(const std::vector<std::string>& names, int arch) {
   std::string key = fmt::format("{}|nvrtc{}|", kernel_source_hash(), nvrtc_version());
   for (const std::string& o : options_for(arch)) key += o + " ";
   for (const std::string& n : names) key += "|" + n;
   return key;
+}
+
+std::string ModuleCache::origin(const std::vector<std::string>& names, int arch) const {
+  const std::string k = key(names, arch);
+  std::lock_guard lock(mutex_);
+  const auto it = cubins_.find(k);
+  return it == cubins_.end() ? std::string() : it->second->origin;
 }
 
 std::shared_ptr<const Cubin> ModuleCache::cubin(const std::vector<std::string>& names, int arch) {
@@ -324,11 +341,38 @@ std::shared_ptr<const Cubin> ModuleCache::cubin(const std::vector<std::string>& 
       return cubins_.emplace(k, std::move(cached)).first->second;
     }
   }
-  auto compiled = std::make_shared<const Cubin>(compile(names, arch));
+  const auto start = std::chrono::steady_clock::now();
+  Cubin made = compile(names, arch);
+  made.origin = "compiled";
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // A first call that waits on NVRTC says so once: what, why and how long.
+  log().info("compiled {} for sm_{} in {:.0f} ms: no module for it in memory{}", describe_names(names), arch, ms,
+             store != nullptr ? " or in the tuning database's layers" : " (no module store)");
+  auto compiled = std::make_shared<const Cubin>(std::move(made));
   if (store != nullptr) store->save(content_key, arch, *compiled);
   std::lock_guard lock(mutex_);
   ++counters_.compiles;
   return cubins_.emplace(k, std::move(compiled)).first->second;
+}
+
+void ModuleCache::cubins(const std::vector<std::vector<std::string>>& lists, int arch) {
+  std::vector<std::future<std::shared_ptr<const Cubin>>> others;
+  for (size_t k = 1; k < lists.size(); ++k)
+    others.push_back(std::async(std::launch::async, [this, &lists, k, arch] { return cubin(lists[k], arch); }));
+  std::exception_ptr first;
+  try {
+    if (!lists.empty()) cubin(lists[0], arch);
+  } catch (...) {
+    first = std::current_exception();
+  }
+  for (auto& f : others) {
+    try {
+      f.get();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 std::shared_ptr<const LoadedModule> ModuleCache::loaded(const std::vector<std::string>& names, int arch) {

@@ -45,6 +45,7 @@ struct Cubin {
   std::vector<std::string> names;    // name expressions, in request order
   std::vector<std::string> lowered;  // their mangled names in the image
   std::string log;                   // compiler log (warnings)
+  std::string origin;                // where it came from: "compiled", or the store's layer and file
 };
 
 // Compiles the embedded source for sm_<arch> with the given name expressions.
@@ -88,8 +89,14 @@ class ModuleStore {
 class ModuleCache {
  public:
   std::shared_ptr<const Cubin> cubin(const std::vector<std::string>& names, int arch);
+  // Several modules at once (a backward's helpers, row pass and column pass), on threads: each is
+  // one NVRTC program, so a cold first call waits for the slowest rather than for their sum.
+  // Throws the first module's error after every compile has ended.
+  void cubins(const std::vector<std::vector<std::string>>& lists, int arch);
   std::shared_ptr<const LoadedModule> loaded(const std::vector<std::string>& names, int arch);
   CacheCounters counters() const;
+  // Where the module of `names` came from in this process (Cubin::origin); empty when not yet asked for.
+  std::string origin(const std::vector<std::string>& names, int arch) const;
   // Consulted before compiling and fed after; may be null. Not owned.
   void set_store(ModuleStore* store);
 

@@ -234,6 +234,11 @@ std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, 
   return solver_of(s).kernels(op, pass, s);
 }
 
+std::vector<std::vector<std::string>> backward_module_names(const dfgnn_op_t& op, const SchedulePair& s) {
+  return {pass_kernel_names(op, PassKind::BackwardRow, s.row), pass_kernel_names(op, PassKind::BackwardCol, s.col),
+          backward_helper_names(op)};
+}
+
 std::vector<std::string> backward_helper_names(const dfgnn_op_t& op) {
   std::vector<std::string> names{prep_kernel(op)};
   for (std::string reduce : {reduce_stage1_kernel(op), reduce_stage2_kernel(op)})
@@ -270,6 +275,7 @@ std::shared_ptr<const Recipe> recipe_for(Context& ctx, const Graph& g, const dfg
   if (direction == DFGNN_FORWARD) {
     r->first = build_pass(ctx, g, op, PassKind::Forward, r->schedules.row);
   } else {
+    ctx.modules.cubins(backward_module_names(op, r->schedules), ctx.current_arch());
     r->first = build_pass(ctx, g, op, PassKind::BackwardRow, r->schedules.row);
     r->second = build_pass(ctx, g, op, PassKind::BackwardCol, r->schedules.col);
     const std::vector<std::string> names = backward_helper_names(op);

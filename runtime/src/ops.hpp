@@ -35,6 +35,8 @@ PassProblem pass_problem(const Graph& graph, const dfgnn_op_t& op, PassKind pass
 // helper kernels of a backward (prep, parameter reductions).
 std::vector<std::string> pass_kernel_names(const dfgnn_op_t& op, PassKind pass, const Schedule& s);
 std::vector<std::string> backward_helper_names(const dfgnn_op_t& op);
+// The three modules of a backward (row pass, column pass, helpers), each one NVRTC program.
+std::vector<std::vector<std::string>> backward_module_names(const dfgnn_op_t& op, const SchedulePair& s);
 
 size_t workspace_size(const Graph& graph, const dfgnn_op_t& op, dfgnn_direction_t direction,
                       const SchedulePair& schedules);

@@ -1048,6 +1048,37 @@ TEST(TuningDbRobustness, CorruptedPagesAreErrorsOrMissesNeverCrashes) {
   EXPECT_NO_THROW(layered.candidates_for(h200(), op_gat()));
 }
 
+// A module read through the layers says which layer and file it came from (explain's "module").
+TEST(LayeredDb, ModuleLookupNamesTheLayerAndFileItCameFrom) {
+  TempDir dir;
+  ModuleRecord m;
+  m.key = "feedbeef00000001";
+  m.image = std::vector<char>(100, 'x');
+  m.names = {"dfgnn::fwd<1>"};
+  m.lowered = {"_Z3fwdILi1EEvv"};
+  m.arch = 90;
+  m.nvrtc_version = 13000;
+  m.template_hash = "t-hash";
+  ModuleRecord user_only = m;
+  user_only.key = "feedbeef00000002";
+  TuningDb::open_user(dir / "site.db")->put_module(m);
+  TuningDb::open_user(dir / "user.db")->put_module(user_only);
+  LayeredDb::Options lo;
+  lo.user_path = dir / "user.db";
+  lo.site_paths = std::vector<fs::path>{dir / "site.db"};
+  LayeredDb layered(lo);
+  const auto from_site = layered.get_module(m.key, "t-hash", 13000, 90);
+  ASSERT_TRUE(from_site);
+  EXPECT_EQ(from_site->layer, "site");
+  EXPECT_EQ(from_site->source, (dir / "site.db").string());
+  EXPECT_EQ(from_site->image, m.image);
+  const auto from_user = layered.get_module(user_only.key, "t-hash", 13000, 90);
+  ASSERT_TRUE(from_user);
+  EXPECT_EQ(from_user->layer, "user");
+  EXPECT_EQ(from_user->source, (dir / "user.db").string());
+  EXPECT_FALSE(layered.get_module(m.key, "another-hash", 13000, 90));  // a stale module is no answer
+}
+
 TEST(TuningDbRobustness, WriterKilledMidTransactionLeavesUsableDatabase) {
   TempDir dir;
   const fs::path p = dir / "t.db";

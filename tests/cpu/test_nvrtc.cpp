@@ -4,6 +4,7 @@
 #include "test_util.hpp"
 
 #include "error.hpp"
+#include "logging.hpp"
 #include "nvrtc.hpp"
 #include "ops.hpp"
 #include "schedule.hpp"
@@ -11,8 +12,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <spdlog/sinks/ostream_sink.h>
 
 using namespace dfgnn::test;
 
@@ -184,6 +190,101 @@ TEST(Nvrtc, CubinAndLoweredNames) {
   EXPECT_EQ(cache.counters().compiles, 1u);
   EXPECT_EQ(cache.counters().hits, 1u);
   EXPECT_EQ(a->lowered, cubin.lowered);
+}
+
+// Captures the "dfgnn" logger's lines at info and above while alive.
+class InfoLog {
+ public:
+  InfoLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)), old_(dfgnn::log().level()) {
+    dfgnn::log().set_level(spdlog::level::info);
+    dfgnn::log().sinks().push_back(sink_);
+  }
+  ~InfoLog() {
+    auto& sinks = dfgnn::log().sinks();
+    sinks.erase(std::find(sinks.begin(), sinks.end(), sink_));
+    dfgnn::log().set_level(old_);
+  }
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  spdlog::level::level_enum old_;
+};
+
+// A store that holds one module, read as if from a site database.
+class OneModuleStore final : public dfgnn::ModuleStore {
+ public:
+  explicit OneModuleStore(dfgnn::Cubin cubin) : cubin_(std::move(cubin)) {}
+  std::optional<dfgnn::Cubin> load(const std::string&, int) override {
+    if (!held_) return std::nullopt;
+    dfgnn::Cubin c = cubin_;
+    c.origin = "site database /shared/site.db";
+    return c;
+  }
+  void save(const std::string&, int, const dfgnn::Cubin&) override { ++saved; }
+  bool held_ = true;
+  int saved = 0;
+
+ private:
+  dfgnn::Cubin cubin_;
+};
+
+// A backward's modules compile at once; each compile logs one INFO line (what, why, how long);
+// where a module came from is remembered (explain's "module"); one failing module fails the call
+// after the others are cached.
+TEST(Nvrtc, ModulesCompileTogetherLogOnceAndRememberWhereTheyCameFrom) {
+  const std::vector<std::string> a{"&dfgnn::reduce_nodes_stage2<false>"}, b{"&dfgnn::reduce_nodes_stage2<true>"},
+      c{"&dfgnn::fill_random<float>"};
+  dfgnn::ModuleCache cache;
+  EXPECT_EQ(cache.origin(a, 90), "");
+  {
+    InfoLog log;
+    cache.cubins({a, b, c}, 90);
+    const std::string text = log.text();
+    for (const auto& names : {a, b, c}) {
+      EXPECT_NE(text.find("compiled " + names[0] + " for sm_90 in "), std::string::npos) << text;
+      EXPECT_EQ(cache.origin(names, 90), "compiled");
+    }
+    EXPECT_NE(text.find("ms: no module for it in memory (no module store)"), std::string::npos) << text;
+  }
+  EXPECT_EQ(cache.counters().compiles, 3u);
+  cache.cubins({a, b}, 90);  // all in memory now: no compile, no line
+  EXPECT_EQ(cache.counters().compiles, 3u);
+  EXPECT_EQ(cache.counters().hits, 2u);
+
+  // From a store: no compile, and the store's origin.
+  dfgnn::ModuleCache stored;
+  OneModuleStore store(dfgnn::compile(a, 90));
+  stored.set_store(&store);
+  {
+    InfoLog log;
+    EXPECT_EQ(stored.cubin(a, 90)->names, a);
+    EXPECT_EQ(log.text().find("compiled "), std::string::npos) << log.text();
+  }
+  EXPECT_EQ(stored.origin(a, 90), "site database /shared/site.db");
+  EXPECT_EQ(stored.counters().stored, 1u);
+  EXPECT_EQ(stored.counters().compiles, 0u);
+  store.held_ = false;
+  {
+    InfoLog log;
+    stored.cubin(c, 90);
+    EXPECT_NE(log.text().find("no module for it in memory or in the tuning database's layers"), std::string::npos)
+        << log.text();
+  }
+  EXPECT_EQ(store.saved, 1);
+
+  // A module that does not compile: its error, after the good one was compiled and cached.
+  dfgnn::ModuleCache failing;
+  try {
+    failing.cubins({a, {"&dfgnn::does_not_exist<int>"}}, 90);
+    FAIL() << "a module that does not compile was accepted";
+  } catch (const dfgnn::Error& e) {
+    EXPECT_EQ(e.status(), DFGNN_STATUS_COMPILE_ERROR);
+    EXPECT_NE(std::string(e.what()).find("does_not_exist"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(failing.counters().compiles, 1u);
+  EXPECT_EQ(failing.origin(a, 90), "compiled");
 }
 
 TEST(Nvrtc, EmbeddedSourceAndHash) {
