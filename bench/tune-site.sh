@@ -6,9 +6,11 @@
 # calibration are fitted on (bench/fit_default_rule.py, bench/calibrate_nearest.py).
 #
 # Usage: bench/tune-site.sh BUILD_DIR OUTDIR DATASETS
-# Environment: GRAPHS (dataset names under DATASETS, default below), CONFIGS ("model:H:D:dtype ..."),
+# Environment: GRAPHS (dataset names under DATASETS, default below), CONFIGS ("model:H:D:dtype ...";
+#              default: the configuration zoo, bench/zoo.txt),
 #              BUDGET_FWD / BUDGET_BWD (seconds per forward / backward problem; 1.5 and 3),
-#              WARM_BUDGET (seconds per warm-up problem, 40).
+#              WARM_BUDGET (seconds per warm-up problem, 40), RMAT (R-MAT scales tuned beside the datasets,
+#              default "18 20 22"; empty for none).
 # Output: OUTDIR/work.db (everything, with modules), OUTDIR/site.db (the snapshot to ship),
 #         OUTDIR/tune-CONFIG-{forward,backward}.json (dfgnn-tune reports: every timed candidate's
 #         score and both timing regimes), logs.
@@ -20,13 +22,22 @@ mkdir -p "$out"
 graphs=${GRAPHS:-"cora citeseer pubmed cora-ml citationfull-dblp amazon-photo coauthor-cs musae-facebook deezer-europe
   lastfm-asia twitch-engb wikipedia-crocodile blogcatalog polblogs snap-email-Enron snap-ca-AstroPh snap-wiki-Vote
   snap-ego-Facebook actor tu-PROTEINS tu-NCI109 tu-IMDB-BINARY reddit-threads-10k power-grid-us mesh-4elt wormnet-v3"}
-configs=${CONFIGS:-"transformer:1:128:float32 transformer:4:64:float32 gat:1:128:float32 gatv2:4:64:bfloat16"}
+# The op shapes: the configuration zoo (bench/zoo.txt). A device call too short for all of them
+# takes a part, e.g. CONFIGS="$(python3 bench/zoo.py | sed -n 1,11p)", and the parts' site.db files
+# are merged with dfgnn-db merge.
+configs=${CONFIGS:-$(python3 "$(dirname "$0")/zoo.py")} || { echo "bench/zoo.txt: unreadable"; exit 1; }
+# The recorded default of every tuned problem is the hand rule's: the same databases are the sweep
+# the default rule is fitted on (bench/fit_default_rule.py), which measures regret against it.
+export DFGNN_DEFAULT_RULE=${DFGNN_DEFAULT_RULE:-hand}
 db=$out/work.db
 step() { echo "=== $* ($(date +%T))"; }
 args=()
 for g in $graphs; do
   if [ -d "$data/$g" ]; then args+=(--graph "$data/$g"); else echo "skipped $g: not in $data"; fi
 done
+# Large power-law graphs beside the datasets (all far smaller): the fitted rule's domain ends at
+# twice its largest graph, and past it the hand rule answers.
+for scale in ${RMAT-18 20 22}; do args+=(--rmat "$scale"); done
 status=0
 for c in $configs; do
   IFS=: read -r model heads dim dtype <<< "$c"

@@ -106,6 +106,12 @@ def parse_config(text):
     return Config(parts[0].lower(), heads, dim, dtype)
 
 
+def zoo_configs():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from zoo import read_zoo
+    return [Config(m, h, d, t) for m, h, d, t in read_zoo()]
+
+
 def split_list(text):
     return [p.strip() for p in text.split(",") if p.strip()]
 
@@ -134,7 +140,8 @@ def parse_args(argv=None):
     ap.add_argument("--datasets", type=Path, default=default_datasets(),
                     help="shared datasets directory (default: shared/datasets in or beside the repository)")
     ap.add_argument("--graphs", required=True, help="comma-separated dataset names, paths or rmat-SCALE[-EDGES]")
-    ap.add_argument("--configs", required=True, help="comma-separated op configs, e.g. 'gat:H1:D128:float32'")
+    ap.add_argument("--configs", required=True,
+                    help="comma-separated op configs, e.g. 'gat:H1:D128:float32', or 'zoo' (bench/zoo.txt)")
     ap.add_argument("--directions", default=",".join(DIRECTIONS), help="forward and/or forward+backward")
     ap.add_argument("--out", required=True, type=Path, help="output directory")
     ap.add_argument("--iters", type=positive(int), default=60, help="timed calls per choice and case (all rounds)")
@@ -162,7 +169,7 @@ def parse_args(argv=None):
     ap.add_argument("--cpu-smoke", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
-        a.config_list = [parse_config(c) for c in split_list(a.configs)]
+        a.config_list = zoo_configs() if a.configs.strip() == "zoo" else [parse_config(c) for c in split_list(a.configs)]
     except ValueError as e:
         ap.error(str(e))
     a.graph_list = split_list(a.graphs)

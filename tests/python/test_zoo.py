@@ -1,0 +1,60 @@
+"""The configuration zoo (bench/zoo.txt): the one list of users' op shapes that the sweep, the
+acceptance benchmark and the cold-start benchmark read."""
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+import dfgnn
+from conftest import REPO
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+zoo = load("zoo")
+
+
+def test_committed_zoo_holds_the_shapes_users_run():
+    entries = zoo.read_zoo()
+    # PyG's examples/gat.py: 8 heads x 8 channels, then one head of C classes (Cora 7, PubMed 3).
+    for shape in [("gat", 8, 8, "float32"), ("gat", 1, 7, "float32"), ("gat", 1, 3, "float32")]:
+        assert shape in entries
+    assert {m for m, *_ in entries} == set(zoo.MODELS)
+    assert {d for m, h, d, t in entries if m == "gat" and h == 1} >= {3, 7, 16, 40, 47}
+    assert "bfloat16" in {t for *_, t in entries}
+    for model, heads, dim, dtype in entries:  # every entry is an op the library takes
+        op = dfgnn.op(model, dtype, heads, dim)
+        assert (op.heads, op.dim) == (heads, dim)
+
+
+def test_zoo_cli_prints_the_same_entries_for_shell_scripts():
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "zoo.py")], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [f"{m}:{h}:{d}:{t}" for m, h, d, t in zoo.read_zoo()]
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("gat 8 8", "expected 'model heads dim dtype'"),
+    ("gcn 8 8 float32", "expected"),
+    ("gat 8 x float32", "expected"),
+    ("gat 8 8 float64", "expected"),
+])
+def test_malformed_zoo_line_is_named(tmp_path, line, needle):
+    path = tmp_path / "zoo.txt"
+    path.write_text("# comment\ngat 1 7 float32\n" + line + "\n")
+    with pytest.raises(ValueError, match=needle) as e:
+        zoo.read_zoo(path)
+    assert f"{path}:3" in str(e.value)
+
+
+def test_duplicate_zoo_line_is_refused(tmp_path):
+    path = tmp_path / "zoo.txt"
+    path.write_text("gat 1 7 float32\ngat 1 7 float32  # again\n")
+    with pytest.raises(ValueError, match="listed twice"):
+        zoo.read_zoo(path)
