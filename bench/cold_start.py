@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Cold start: what a fresh process waits for before its first steps (issue 25).
+
+Every measurement runs in a new Python process, so nothing compiled, loaded or planned before is
+in memory. Per (graph, zoo config) and cache state it records wall times of:
+
+- ``first_forward_ms``: the first ``dfgnn.torch`` forward (synchronised), which chooses the
+  schedule, compiles or loads its module, plans and launches;
+- ``first_backward_ms``: then the first backward of it;
+- ``second_step_ms``: one more forward+backward (nothing left to compile or plan);
+- ``compiles``: NVRTC runs in the process (``dfgnn.cache_counters()``), and ``modules``: where
+  each pass's module came from (``dfgnn.explain``'s ``module``).
+
+Cache states: ``cold`` (an empty user cache directory, the shipped database as installed) and
+``warm`` (a second process on the cache directory the cold one filled). Graph build time is
+not counted.
+
+``--compile-only`` needs no GPU: per zoo config, a fresh process compiles the modules of the
+default schedules on the graph (``dfgnn.compile``, forward, then backward) and records the wall
+time of each direction and of each module (from the INFO line each compile logs). That is the
+NVRTC cost alone on this host's CPUs.
+
+Usage: bench/cold_start.py --out DIR [--graphs cora,pubmed,rmat-20] [--configs zoo|model:H:D:dtype,...]
+                           [--compile-only] [--datasets DIR]
+Output: DIR/<date>-cold-start.json and .md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from zoo import read_zoo  # noqa: E402
+
+# Run in the child: prints one JSON line. Arguments: mode, graph, datasets, model, H, D, dtype.
+CHILD = r"""
+import json, pathlib, sys, time
+t_import = time.perf_counter()
+import torch
+import dfgnn
+import dfgnn.torch as dt
+mode, gname, datasets, model, heads, dim, dtype = sys.argv[1:8]
+heads, dim = int(heads), int(dim)
+import_ms = (time.perf_counter() - t_import) * 1e3
+
+def load(name):
+    if name.startswith("rmat-"):
+        scale = int(name.split("-")[1])
+        return dfgnn.Graph.rmat(scale, 16 << scale, seed=1, permute=True)
+    path = pathlib.Path(datasets) / name
+    if not path.exists() and name == "cora":
+        path = pathlib.Path("data/cora")  # the copy in the repository (the child runs in it)
+    return dfgnn.Graph.from_file(path, add_self_loops=True)
+
+g = load(gname)
+out = {"import_ms": import_ms}
+if mode == "compile":
+    op = dfgnn.op(model, dtype, heads, dim)
+    for direction in ("forward", "backward"):
+        t = time.perf_counter()
+        dfgnn.compile(op, direction, graph=g)
+        out[f"{direction}_compile_ms"] = (time.perf_counter() - t) * 1e3
+    out["compiles"] = dfgnn.cache_counters()["compiles"]
+    print(json.dumps(out))
+    sys.exit(0)
+
+dev = torch.device("cuda")
+gen = torch.Generator(device=dev).manual_seed(1)
+tdtype = getattr(torch, dtype)
+n = g.num_nodes
+feat = lambda: torch.randn(n, heads, dim, device=dev, generator=gen).to(tdtype).requires_grad_(True)
+par = lambda *s: (0.3 * torch.randn(*s, device=dev, generator=gen)).requires_grad_(True)
+inputs = {"gat": lambda: [feat(), par(heads, dim), par(heads, dim)],
+          "gatv2": lambda: [feat(), feat(), par(heads, dim)],
+          "transformer": lambda: [feat(), feat(), feat()],
+          "agnn": lambda: [feat(), (par(1).detach() + 1.0).requires_grad_(True)]}[model]()
+grad = torch.randn(n, heads, dim, device=dev, generator=gen).to(tdtype)
+fn = getattr(dt, model)
+torch.cuda.synchronize()
+t = time.perf_counter()
+y = fn(g, *inputs)
+torch.cuda.synchronize()
+out["first_forward_ms"] = (time.perf_counter() - t) * 1e3
+t = time.perf_counter()
+y.backward(grad)
+torch.cuda.synchronize()
+out["first_backward_ms"] = (time.perf_counter() - t) * 1e3
+t = time.perf_counter()
+fn(g, *inputs).backward(grad)
+torch.cuda.synchronize()
+out["second_step_ms"] = (time.perf_counter() - t) * 1e3
+out["compiles"] = dfgnn.cache_counters()["compiles"]
+op = dfgnn.op(model, dtype, heads, dim)
+out["modules"] = {p["pass"]: p.get("module", "") for d in ("forward", "backward") for p in dfgnn.explain(g, op, d)}
+out["schedules"] = {p["pass"]: p["schedule"] for d in ("forward", "backward") for p in dfgnn.explain(g, op, d)}
+print(json.dumps(out))
+"""
+
+COMPILE_LINE = re.compile(r"compiled (.+?) for sm_\d+ in (\d+) ms")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, type=pathlib.Path)
+    p.add_argument("--graphs", default="cora,pubmed,rmat-20")
+    p.add_argument("--configs", default="zoo", help="'zoo' (bench/zoo.txt) or model:H:D:dtype,...")
+    p.add_argument("--datasets", default=str(REPO / ".bench-data"))
+    p.add_argument("--compile-only", action="store_true", help="NVRTC only, no GPU: dfgnn.compile per direction")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
+    p.add_argument("--tag", default=datetime.date.today().isoformat())
+    return p.parse_args(argv)
+
+
+def configs(text):
+    if text == "zoo":
+        return read_zoo()
+    out = []
+    for c in text.split(","):
+        model, heads, dim, dtype = c.strip().split(":")
+        out.append((model, int(heads), int(dim), dtype))
+    return out
+
+
+def child(mode, graph, datasets, config, cache_dir, timeout):
+    """One fresh process; its JSON line, plus the compiles its INFO lines report."""
+    env = dict(os.environ, DFGNN_CACHE_DIR=str(cache_dir), DFGNN_LOG_LEVEL="info")
+    args = [sys.executable, "-c", CHILD, mode, graph, datasets, *map(str, config)]
+    t = time.perf_counter()
+    r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    wall_ms = (time.perf_counter() - t) * 1e3
+    if r.returncode != 0:
+        raise RuntimeError(f"child failed ({r.returncode}): {r.stderr.strip()[-600:]}")
+    row = json.loads(r.stdout.strip().splitlines()[-1])
+    row["process_ms"] = wall_ms
+    row["compiled"] = [{"kernels": m.group(1), "ms": int(m.group(2))} for m in COMPILE_LINE.finditer(r.stderr)]
+    return row
+
+
+def fmt(x, d=0):
+    return "-" if x is None else f"{x:.{d}f}"
+
+
+def markdown(report):
+    m = report["meta"]
+    lines = [f"# Cold start: first calls of a fresh process ({m['date']})", "",
+             f"Commit `{m['commit']}`, {m['host']}; `python bench/cold_start.py {m['argv']}`.", ""]
+    rows = report["rows"]
+    if m["compile_only"]:
+        lines += ["NVRTC only (`dfgnn.compile` of the default schedules, fresh process, empty cache): wall ms.", "",
+                  "| graph | model | H x D | dtype | forward ms | backward ms | compiles | slowest module ms |",
+                  "|---|---|---|---|---:|---:|---:|---:|"]
+        for r in rows:
+            slow = max((c["ms"] for c in r["compiled"]), default=None)
+            lines.append(f"| {r['graph']} | {r['model']} | {r['heads']} x {r['dim']} | {r['dtype']} | "
+                         f"{fmt(r.get('forward_compile_ms'))} | {fmt(r.get('backward_compile_ms'))} | "
+                         f"{r.get('compiles', '-')} | {fmt(slow)} |")
+        per_module = [c["ms"] for r in rows for c in r["compiled"]]
+        if per_module:
+            lines += ["", f"Modules compiled: {len(per_module)}; median {statistics.median(per_module):.0f} ms, "
+                      f"max {max(per_module)} ms."]
+    else:
+        lines += ["| graph | model | H x D | dtype | cache | first fwd ms | first bwd ms | second step ms | compiles | modules |",
+                  "|---|---|---|---|---|---:|---:|---:|---:|---|"]
+        for r in rows:
+            mods = sorted(set(r.get("modules", {}).values()))
+            lines.append(f"| {r['graph']} | {r['model']} | {r['heads']} x {r['dim']} | {r['dtype']} | {r['cache']} | "
+                         f"{fmt(r.get('first_forward_ms'), 1)} | {fmt(r.get('first_backward_ms'), 1)} | "
+                         f"{fmt(r.get('second_step_ms'), 1)} | {r.get('compiles', '-')} | {'; '.join(mods)} |")
+    if report["errors"]:
+        lines += ["", "## Errors", ""] + [f"- {e['case']}: {e['error']}" for e in report["errors"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    commit = os.environ.get("DFGNN_COMMIT") or subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit,
+                host=f"{platform.node()} ({os.cpu_count()} CPUs)", compile_only=a.compile_only,
+                argv=" ".join(sys.argv[1:] if argv is None else argv))
+    report = dict(meta=meta, rows=[], errors=[])
+    stem = a.out / f"{a.tag}-cold-start"
+    datasets = a.datasets
+    for graph in a.graphs.split(","):
+        for config in configs(a.configs):
+            case = dict(graph=graph, model=config[0], heads=config[1], dim=config[2], dtype=config[3])
+            with tempfile.TemporaryDirectory(prefix="dfgnn-cold-") as cache:
+                try:
+                    if a.compile_only:
+                        report["rows"].append(dict(case, **child("compile", graph, datasets, config, cache, a.timeout)))
+                    else:
+                        for state in ("cold", "warm"):
+                            report["rows"].append(dict(case, cache=state,
+                                                       **child("call", graph, datasets, config, cache, a.timeout)))
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    report["errors"].append(dict(case=" ".join(map(str, case.values())), error=str(e)))
+            print(json.dumps(report["rows"][-1] if report["rows"] else report["errors"][-1])[:300], flush=True)
+            stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
+            stem.with_suffix(".md").write_text(markdown(report))
+    print(f"wrote {stem}.json and {stem}.md ({len(report['errors'])} errors)")
+    return 1 if report["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
