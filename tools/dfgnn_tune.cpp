@@ -88,6 +88,7 @@ struct Options {
   std::string json_path;
   std::string command_line;
   bool explain = false;  // --explain: show how dispatch answers now, tune nothing
+  std::optional<int> compile_defaults_arch;  // --compile-defaults ARCH: compile what dispatch runs, tune nothing
 };
 
 // Returns nullopt after printing help or the version.
@@ -124,7 +125,10 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("site", po::value(&site), "read-only site databases, ':'-separated, highest priority first (default $DFGNN_SITE_DB)")
     ("json", po::value(&o.json_path), "write every problem's report (tuning and second-run view) to this JSON file")
     ("explain", "tune nothing: show how dispatch answers each problem now (which level, database layer, neighbour "
-                "or rule) from the databases; needs no GPU (without one, the default rule answers)");
+                "or rule) from the databases; needs no GPU (without one, the default rule answers)")
+    ("compile-defaults", po::value<int>(), "tune nothing: compile, for compute capability ARCH (e.g. 90), the kernels "
+                "dispatch runs for each problem now into the user database's modules (needs no GPU; without one, the "
+                "default rule answers): how the shipped modules are made (bench/ship-modules.sh)");
   po::options_description all;
   all.add(visible).add_options()("positional-graph", po::value(&graph_args.paths)->composing());
   po::positional_options_description positional;
@@ -139,6 +143,12 @@ std::optional<Options> parse_args(int argc, char** argv) {
   o.self_loops = vm.count("self-loops") > 0;
   o.edge_features = vm.count("edge-features") > 0;
   o.explain = vm.count("explain") > 0;
+  if (vm.count("compile-defaults")) {
+    const int arch = vm["compile-defaults"].as<int>();
+    if (arch < 10 || arch > 200) throw BadArgs{fmt::format("--compile-defaults {} is not a compute capability such as 90", arch)};
+    if (o.explain) throw BadArgs{"--explain and --compile-defaults exclude each other"};
+    o.compile_defaults_arch = arch;
+  }
   if (graph_args.empty())
     throw BadArgs{"no graph given: name GRAPH files or directories, or use --rmat SCALE or --hubs N,AVG,HUBS,HUBDEG (see --help)"};
   graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
@@ -613,6 +623,21 @@ int run(int argc, char** argv) {
       fmt::print("\n{}\n{}", problem_label(p, graphs), describe_explain(p.explain, "  "));
     }
     write_json(o, graphs, problems, user_db, "not needed (--explain)");
+    return 0;
+  }
+
+  if (o.compile_defaults_arch) {  // the modules dispatch needs now, stored in the user database
+    check(dfgnnSetTuneMode(ctx, DFGNN_TUNE_OFF), "dfgnnSetTuneMode");
+    uint64_t compiles = 0, hits = 0, loads = 0;
+    for (Problem& p : problems) {
+      check(dfgnnCompile(ctx, graphs.list[p.graph].graph, &p.op, p.direction, nullptr, *o.compile_defaults_arch),
+            "dfgnnCompile");
+      p.status = "compiled";
+    }
+    check(dfgnnGetCacheCounters(ctx, &compiles, &hits, &loads), "dfgnnGetCacheCounters");
+    fmt::print("compiled {} module(s) for sm_{} into {} ({} problem(s); the others were stored or shared)\n", compiles,
+               *o.compile_defaults_arch, user_db, problems.size());
+    write_json(o, graphs, problems, user_db, "not needed (--compile-defaults)");
     return 0;
   }
 

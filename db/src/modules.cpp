@@ -103,8 +103,10 @@ std::optional<ModuleRecord> TuningDb::get_module(const std::string& key, const s
   }
   if ((!template_hash.empty() && m.template_hash != template_hash) ||
       (nvrtc_version != 0 && m.nvrtc_version != nvrtc_version) || (arch != 0 && m.arch != arch)) {
-    log_warn("tuning database {}: module {} was built for template {} NVRTC {} sm_{}, not {} {} sm_{}; miss",
-             path_.string(), key, m.template_hash, m.nvrtc_version, m.arch, template_hash, nvrtc_version, arch);
+    log_warn("tuning database {}: module {} was built from kernel source {} by NVRTC {} for sm_{}; wanted: {}{} for "
+             "sm_{}; miss",
+             path_.string(), key, m.template_hash, m.nvrtc_version, m.arch, template_hash,
+             nvrtc_version != 0 ? fmt::format(" by NVRTC {}", nvrtc_version) : std::string(), arch);
     return std::nullopt;
   }
   return m;

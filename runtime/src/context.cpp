@@ -3,7 +3,11 @@
 #include "cuda.hpp"
 
 #include <atomic>
+#include <cstring>
+#include <stdexcept>
 #include <unordered_set>
+
+#include <zlib.h>
 
 #include "logging.hpp"
 
@@ -57,14 +61,57 @@ int Context::current_arch() {
   return arch_by_device_[device] = major * 10 + minor;
 }
 
+namespace {
+// Stored images are zlib-compressed (cubins shrink about 4x; the shipped modules file is in the
+// package): a magic, the raw size (8 bytes, little-endian), the zlib stream. An image without the
+// magic is a raw cubin, as databases before compression hold them.
+constexpr char kPackedMagic[8] = {'D', 'F', 'G', 'N', 'N', 'Z', '1', '\0'};
+constexpr uint64_t kMaxImageBytes = uint64_t{1} << 30;  // far above any module; bounds a bad size field
+
+std::vector<char> pack_image(const std::vector<char>& image) {
+  uLongf bound = compressBound(static_cast<uLong>(image.size()));
+  std::vector<char> out(sizeof kPackedMagic + 8 + bound);
+  std::memcpy(out.data(), kPackedMagic, sizeof kPackedMagic);
+  const uint64_t raw = image.size();
+  for (int i = 0; i < 8; ++i) out[sizeof kPackedMagic + i] = static_cast<char>((raw >> (8 * i)) & 0xff);
+  if (compress2(reinterpret_cast<Bytef*>(out.data() + sizeof kPackedMagic + 8), &bound,
+                reinterpret_cast<const Bytef*>(image.data()), static_cast<uLong>(image.size()), 9) != Z_OK)
+    return image;  // stored raw, read back raw
+  out.resize(sizeof kPackedMagic + 8 + bound);
+  return out;
+}
+
+// The raw cubin of a stored image; throws std::runtime_error naming what is wrong.
+std::vector<char> unpack_image(std::vector<char> stored) {
+  if (stored.size() < sizeof kPackedMagic || std::memcmp(stored.data(), kPackedMagic, sizeof kPackedMagic) != 0)
+    return stored;
+  if (stored.size() < sizeof kPackedMagic + 8) throw std::runtime_error("compressed image shorter than its header");
+  uint64_t raw = 0;
+  for (int i = 0; i < 8; ++i) raw |= uint64_t{static_cast<unsigned char>(stored[sizeof kPackedMagic + i])} << (8 * i);
+  if (raw == 0 || raw > kMaxImageBytes) throw std::runtime_error(fmt::format("compressed image claims {} bytes", raw));
+  std::vector<char> out(raw);
+  uLongf size = static_cast<uLongf>(raw);
+  const Bytef* data = reinterpret_cast<const Bytef*>(stored.data() + sizeof kPackedMagic + 8);
+  if (uncompress(reinterpret_cast<Bytef*>(out.data()), &size, data,
+                 static_cast<uLong>(stored.size() - sizeof kPackedMagic - 8)) != Z_OK || size != raw)
+    throw std::runtime_error("compressed image does not inflate to its stated size");
+  return out;
+}
+}  // namespace
+
+std::vector<char> packed_module_image(const std::vector<char>& image) { return pack_image(image); }
+std::vector<char> unpacked_module_image(std::vector<char> stored) { return unpack_image(std::move(stored)); }
+
 std::optional<Cubin> DatabaseModuleStore::load(const std::string& key, int arch) {
   try {
     const std::shared_ptr<db::LayeredDb> layers = dispatcher_.database();
     if (layers == nullptr) return std::nullopt;
-    auto record = layers->get_module(key, kernel_source_hash(), nvrtc_version(), arch);
+    // Any NVRTC's cubin for this source and architecture serves (a shipped module was compiled by
+    // the packager's); one the driver cannot load is compiled again (ModuleCache::loaded).
+    auto record = layers->get_module(key, kernel_source_hash(), 0, arch);
     if (!record) return std::nullopt;
     Cubin cubin;
-    cubin.image = std::move(record->image);
+    cubin.image = unpack_image(std::move(record->image));
     cubin.names = std::move(record->names);
     cubin.lowered = std::move(record->lowered);
     cubin.origin = fmt::format("{} database {}", record->layer, record->source);
@@ -81,7 +128,7 @@ void DatabaseModuleStore::save(const std::string& key, int arch, const Cubin& cu
     if (layers == nullptr || layers->user() == nullptr) return;
     db::ModuleRecord record;
     record.key = key;
-    record.image = cubin.image;
+    record.image = pack_image(cubin.image);
     record.names = cubin.names;
     record.lowered = cubin.lowered;
     record.arch = arch;

@@ -214,7 +214,11 @@ const db::EnvironmentInfo& Dispatcher::environment_locked() {
     env.sm_count = prop.multiProcessorCount;
     int driver = 0;
     if (cudaDriverGetVersion(&driver) == cudaSuccess) env.driver_version = driver;
-    env.nvrtc_version = nvrtc_version();
+    try {  // 0 without NVRTC: the shipped and stored modules still run
+      env.nvrtc_version = nvrtc_version();
+    } catch (const Error&) {
+      env.nvrtc_version = 0;
+    }
     env.library_version = dfgnnGetVersion();
     env.template_hash = kernel_source_hash();
     env_ = std::move(env);

@@ -302,7 +302,9 @@ std::string describe_names(const std::vector<std::string>& names) {
 }  // namespace
 
 std::string ModuleCache::key(const std::vector<std::string>& names, int arch) {
-  std::string key = fmt::format("{}|nvrtc{}|", kernel_source_hash(), nvrtc_version());
+  // Not the NVRTC version: a cubin is machine code for one architecture, whichever NVRTC made it,
+  // so a module compiled by the packager's NVRTC (the shipped modules) serves every user's.
+  std::string key = fmt::format("{}|", kernel_source_hash());
   for (const std::string& o : options_for(arch)) key += o + " ";
   for (const std::string& n : names) key += "|" + n;
   return key;
@@ -386,7 +388,20 @@ std::shared_ptr<const LoadedModule> ModuleCache::loaded(const std::vector<std::s
     }
   }
   auto image = cubin(names, arch);
-  auto module = std::make_shared<const LoadedModule>(*image);
+  std::shared_ptr<const LoadedModule> module;
+  try {
+    module = std::make_shared<const LoadedModule>(*image);
+  } catch (const Error& e) {
+    if (image->origin == "compiled") throw;
+    // A stored cubin this driver does not load (made by a newer NVRTC than it knows): compile here.
+    log().warn("module from {} does not load ({}); compiling it", image->origin, e.what());
+    auto fresh = std::make_shared<Cubin>(compile(names, arch));
+    fresh->origin = "compiled";
+    module = std::make_shared<const LoadedModule>(*fresh);
+    std::lock_guard lock(mutex_);
+    ++counters_.compiles;
+    cubins_[k] = std::move(fresh);
+  }
   std::lock_guard lock(mutex_);
   ++counters_.loads;
   return modules_.emplace(k, std::move(module)).first->second;

@@ -84,8 +84,9 @@ class ModuleStore {
   virtual void save(const std::string& key, int arch, const Cubin& cubin) = 0;
 };
 
-// Thread-safe cache of compiled (and, on a GPU, loaded) modules, keyed by source hash, NVRTC
-// version, options, architecture and name expressions.
+// Thread-safe cache of compiled (and, on a GPU, loaded) modules, keyed by source hash, options,
+// architecture and name expressions (not the NVRTC version: any NVRTC's cubin for the
+// architecture serves, and one the driver does not load is compiled again).
 class ModuleCache {
  public:
   std::shared_ptr<const Cubin> cubin(const std::vector<std::string>& names, int arch);

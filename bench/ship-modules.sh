@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the shipped modules file of one GPU class: the compiled kernels that default dispatch runs
+# for every configuration of the zoo (bench/zoo.txt), forward and backward, so that a fresh process
+# on that GPU loads them instead of waiting on NVRTC. Needs NVRTC, not a GPU: without one, dispatch
+# answers with the default rule (fitted leaves and hand rule), which is what an untuned user runs.
+#
+# Usage: bench/ship-modules.sh BUILD_DIR OUT.db [DATASETS]
+#   The graphs: the repository's Cora and every dataset directory under DATASETS (default
+#   ../shared/datasets, skipped when absent), each with and without self-loops (GATConv adds
+#   them), R-MAT 2^18 (past the fitted rule's domain: the hand rule's schedules) and a small
+#   planted-hub graph (hub splits on few nodes).
+# Environment: ARCH (compute capability, default 90), CONFIGS ("model:H:D:dtype ...", default the zoo).
+# Writes OUT.db holding modules only (zlib-compressed cubins keyed by the kernel-source hash; no
+# results), then prints its size. Install it as data/tuning/sm<ARCH>-modules.db; a test fails when
+# the kernel sources change until it is rebuilt.
+set -euo pipefail
+build=${1:?usage: bench/ship-modules.sh BUILD_DIR OUT.db [DATASETS]}
+out=${2:?usage: bench/ship-modules.sh BUILD_DIR OUT.db [DATASETS]}
+data=${3:-../shared/datasets}
+arch=${ARCH:-90}
+here=$(cd "$(dirname "$0")" && pwd)
+tune=$build/tools/dfgnn-tune
+[ -x "$tune" ] || { echo "ship-modules: $tune not built" >&2; exit 1; }
+configs=${CONFIGS:-$(python3 "$here/zoo.py")}
+graphs=(--graph "$here/../data/cora")
+if [ -d "$data" ]; then
+  for d in "$data"/*/; do
+    [ -e "$d/edges.txt" ] || [ -e "$d/edges.txt.gz" ] && graphs+=(--graph "${d%/}")
+  done
+else
+  echo "ship-modules: no datasets at $data; Cora and the generated graphs only"
+fi
+graphs+=(--rmat 18 --hubs 20000,8,4,4000)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for c in $configs; do
+  IFS=: read -r model heads dim dtype <<< "$c"
+  for loops in "" --self-loops; do
+    "$tune" --compile-defaults "$arch" "${graphs[@]}" $loops --model "$model" --heads "$heads" --dim "$dim" \
+      --dtype "$dtype" --direction both --db "$work/work.db" > "$work/log.txt" 2>&1 ||
+      { tail -20 "$work/log.txt"; echo "ship-modules: $c failed" >&2; exit 1; }
+    echo "$c ${loops:-(as read)}: $(grep '^compiled' "$work/log.txt")"
+  done
+done
+# Modules only: results of no one's tuning, and nothing but the modules table's rows.
+python3 - "$work/work.db" "$out" <<'EOF'
+import os, sqlite3, sys
+src, dst = sys.argv[1:3]
+if os.path.exists(dst):
+    os.remove(dst)
+con = sqlite3.connect(src)
+con.execute("VACUUM INTO ?", (dst,))
+con.close()
+con = sqlite3.connect(dst)
+con.execute("PRAGMA foreign_keys = ON")
+for table in ("candidate_stats", "runs", "results", "fingerprints", "environments"):
+    con.execute(f"DELETE FROM {table}")
+con.commit()
+con.execute("VACUUM")
+n, size = con.execute("SELECT count(*), coalesce(sum(length(image)), 0) FROM modules").fetchone()
+hashes = [r[0] for r in con.execute("SELECT DISTINCT template_hash FROM modules")]
+con.close()
+print(f"{dst}: {n} modules, {size / 2**20:.1f} MiB of compressed cubins, file {os.path.getsize(dst) / 2**20:.1f} MiB, "
+      f"kernel source {', '.join(hashes)}")
+EOF

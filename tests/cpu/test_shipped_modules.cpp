@@ -1,0 +1,197 @@
+// The shipped modules (data/tuning/sm90-modules.db, made by bench/ship-modules.sh): the committed
+// file matches the kernel sources (CI's check that it was rebuilt after a kernel change); a fresh
+// context with an empty user cache compiles nothing for the default dispatch of every zoo config
+// on Cora; a module of another kernel source or with a damaged image is compiled again, never used.
+#include "test_util.hpp"
+
+#include "context.hpp"
+#include "nvrtc.hpp"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace dfgnn::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kShipped = source_dir() / "data" / "tuning" / "sm90-modules.db";
+constexpr const char* kRebuild =
+    "rebuild it: bash bench/ship-modules.sh build data/tuning/sm90-modules.db ../shared/datasets (no GPU needed)";
+
+// DFGNN_SHIPPED_DB set while alive (read when a context opens its databases).
+class ShippedDb {
+ public:
+  explicit ShippedDb(const std::string& value) {
+    if (const char* v = std::getenv("DFGNN_SHIPPED_DB")) old_ = v;
+    setenv("DFGNN_SHIPPED_DB", value.c_str(), 1);
+  }
+  ~ShippedDb() {
+    if (old_) setenv("DFGNN_SHIPPED_DB", old_->c_str(), 1);
+    else unsetenv("DFGNN_SHIPPED_DB");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("dfgnn-modules-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Runs SQL on a database file; returns the first column of each row as text.
+std::vector<std::string> query(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  std::vector<std::string> rows;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK) << db;
+  sqlite3_stmt* s = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(h) << ": " << sql;
+  while (s != nullptr && sqlite3_step(s) == SQLITE_ROW) {
+    const unsigned char* text = sqlite3_column_text(s, 0);
+    rows.emplace_back(text == nullptr ? "" : reinterpret_cast<const char*>(text));
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return rows;
+}
+
+uint64_t compiles(dfgnn_context_t ctx) {
+  uint64_t c = 0, hits = 0, loads = 0;
+  EXPECT_EQ(dfgnnGetCacheCounters(ctx, &c, &hits, &loads), DFGNN_STATUS_SUCCESS);
+  return c;
+}
+
+// A context over `user` (a fresh file) and no site, compiling an op's default schedules both ways.
+uint64_t compiles_for(const fs::path& user, dfgnn_model_t model, dfgnn_dtype_t dtype, int heads, int dim, bool loops) {
+  ContextPtr ctx = make_context();
+  EXPECT_EQ(dfgnnSetDatabase(ctx.get(), user.c_str(), ""), DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
+  GraphPtr g;
+  if (loops) {
+    g = cora_with_loops(ctx.get());
+  } else {
+    dfgnn_graph_t raw = nullptr;
+    EXPECT_EQ(dfgnnGraphCreateFromFile(ctx.get(), (source_dir() / "data/cora").c_str(), nullptr, &raw),
+              DFGNN_STATUS_SUCCESS);
+    g.reset(raw);
+  }
+  const dfgnn_op_t op = dfgnnOpDefault(model, dtype, heads, dim);
+  for (dfgnn_direction_t d : {DFGNN_FORWARD, DFGNN_BACKWARD})
+    EXPECT_EQ(dfgnnCompile(ctx.get(), g.get(), &op, d, nullptr, 90), DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
+  return compiles(ctx.get());
+}
+
+dfgnn_model_t model_named(const std::string& name) {
+  if (name == "gatv2") return DFGNN_MODEL_GATV2;
+  if (name == "transformer") return DFGNN_MODEL_TRANSFORMER;
+  if (name == "agnn") return DFGNN_MODEL_AGNN;
+  EXPECT_EQ(name, "gat") << "unknown model in bench/zoo.txt";
+  return DFGNN_MODEL_GAT;
+}
+
+dfgnn_dtype_t dtype_named(const std::string& name) {
+  if (name == "float16") return DFGNN_DTYPE_FLOAT16;
+  if (name == "bfloat16") return DFGNN_DTYPE_BFLOAT16;
+  EXPECT_EQ(name, "float32") << "unknown dtype in bench/zoo.txt";
+  return DFGNN_DTYPE_FLOAT32;
+}
+
+}  // namespace
+
+TEST(ShippedModules, CommittedFileMatchesTheKernelSources) {
+  ASSERT_TRUE(fs::exists(kShipped)) << kShipped << " is missing; " << kRebuild;
+  const std::vector<std::string> hashes = query(kShipped, "SELECT DISTINCT template_hash FROM modules");
+  ASSERT_FALSE(hashes.empty()) << kShipped << " holds no module; " << kRebuild;
+  EXPECT_EQ(hashes, std::vector<std::string>{dfgnn::kernel_source_hash()})
+      << kShipped << " was compiled from other kernel sources; " << kRebuild;
+  EXPECT_EQ(query(kShipped, "SELECT DISTINCT arch FROM modules"), std::vector<std::string>{"90"});
+  EXPECT_EQ(query(kShipped, "SELECT count(*) FROM results"), std::vector<std::string>{"0"})
+      << "the modules file holds modules only (the winners are in sm90.db)";
+}
+
+// The zoo's default dispatch on Cora, as GATConv (self-loops) and as read: every module is there.
+TEST(ShippedModules, FreshContextCompilesNothingForTheZooOnCora) {
+  ASSERT_TRUE(fs::exists(kShipped)) << kShipped << " is missing; " << kRebuild;
+  ShippedDb shipped(kShipped.string());
+  ScratchDir dir;
+  std::ifstream zoo(source_dir() / "bench" / "zoo.txt");
+  ASSERT_TRUE(zoo) << "bench/zoo.txt not found";
+  std::string line;
+  int configs = 0;
+  while (std::getline(zoo, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string model, dtype;
+    int heads = 0, dim = 0;
+    if (!(words >> model >> heads >> dim >> dtype)) continue;
+    ++configs;
+    for (bool loops : {true, false}) {
+      const fs::path user = dir.path / ("user-" + std::to_string(configs) + (loops ? "l" : "") + ".db");
+      EXPECT_EQ(compiles_for(user, model_named(model), dtype_named(dtype), heads, dim, loops), 0u)
+          << model << " H " << heads << " D " << dim << " " << dtype << (loops ? " with self-loops" : "")
+          << ": a module of its default dispatch is not shipped; " << kRebuild;
+    }
+  }
+  EXPECT_GE(configs, 20);
+}
+
+TEST(ShippedModules, StaleOrDamagedModulesAreCompiledAgain) {
+  ScratchDir dir;
+  const fs::path made = dir.path / "made.db";
+  {
+    ShippedDb none("off");  // no shipped layer: the first context compiles and stores
+    EXPECT_GT(compiles_for(made, DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8, true), 0u);
+  }
+  // Stored compressed: the magic, and smaller than the cubin it holds.
+  const std::vector<std::string> magic = query(made, "SELECT DISTINCT substr(image, 1, 6) FROM modules");
+  EXPECT_EQ(magic, std::vector<std::string>{"DFGNNZ"});
+  const fs::path stale = dir.path / "stale.db", damaged = dir.path / "damaged.db";
+  fs::copy_file(made, stale);
+  fs::copy_file(made, damaged);
+  query(stale, "UPDATE modules SET template_hash = 'another-kernel-source'");
+  query(damaged, "UPDATE modules SET image = substr(image, 1, 40)");
+  {
+    ShippedDb shipped(made.string());
+    EXPECT_EQ(compiles_for(dir.path / "u1.db", DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8, true), 0u);
+  }
+  for (const fs::path& bad : {stale, damaged}) {
+    ShippedDb shipped(bad.string());
+    EXPECT_GT(compiles_for(dir.path / ("u-" + bad.stem().string() + ".db"), DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8,
+                           true),
+              0u)
+        << bad;
+  }
+}
+
+TEST(ShippedModules, ImagesPackAndUnpack) {
+  std::vector<char> cubin(5000);
+  for (size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<char>((i * 31) % 7);
+  cubin[0] = '\x7f';
+  const std::vector<char> packed = dfgnn::packed_module_image(cubin);
+  EXPECT_LT(packed.size(), cubin.size());
+  EXPECT_EQ(dfgnn::unpacked_module_image(packed), cubin);
+  EXPECT_EQ(dfgnn::unpacked_module_image(cubin), cubin) << "a raw image (older databases) reads back as it is";
+  std::vector<char> cut(packed.begin(), packed.begin() + 30);
+  EXPECT_THROW(dfgnn::unpacked_module_image(cut), std::runtime_error);
+  std::vector<char> huge = packed;
+  for (int i = 8; i < 16; ++i) huge[i] = '\xff';  // a size field of 2^64 - 1
+  EXPECT_THROW(dfgnn::unpacked_module_image(huge), std::runtime_error);
+}
