@@ -1,8 +1,9 @@
-// The model table (kernel_templates/params.cuh, ModelTraits) through the C API
-// (dfgnnModelInputs) and the state sizes the host derives from it. Expected values are the
-// models' definitions in dfgnn.h (which inputs each reads) and the accumulator states of
-// kernel_templates/passes.cuh and variants.cuh, written out by hand; the kernels assert their
-// states against the same table when NVRTC compiles them (test_nvrtc_all.cpp compiles them all).
+// The model table (kernel_templates/params.cuh, ModelTraits; runtime/src/op.cpp, ModelRow) through
+// the C API (dfgnnModelInputs, dfgnnModelName, dfgnnModelFromName) and the state sizes the host
+// derives from it. Expected values are the models' definitions in dfgnn.h (which inputs each reads)
+// and the accumulator states of kernel_templates/passes.cuh and variants.cuh, written out by hand;
+// the kernels assert their states against the same table when NVRTC compiles them
+// (test_nvrtc_all.cpp compiles them all).
 #include "test_util.hpp"
 
 #include "op.hpp"
