@@ -21,8 +21,6 @@ namespace cli {
 
 namespace {
 
-constexpr std::pair<dfgnn_model_t, const char*> kModels[] = {
-    {DFGNN_MODEL_GAT, "gat"}, {DFGNN_MODEL_GATV2, "gatv2"}, {DFGNN_MODEL_TRANSFORMER, "transformer"}, {DFGNN_MODEL_AGNN, "agnn"}};
 constexpr std::pair<dfgnn_dtype_t, const char*> kDtypes[] = {{DFGNN_DTYPE_FLOAT32, "float32"},
                                                              {DFGNN_DTYPE_FLOAT16, "float16"},
                                                              {DFGNN_DTYPE_BFLOAT16, "bfloat16"},
@@ -100,7 +98,10 @@ std::string iso_date() {
 
 // ---------------------------------------------------------------- names
 
-const char* find_model_name(int32_t model) { return find_name(kModels, model); }
+const char* find_model_name(int32_t model) {
+  const char* name = nullptr;
+  return dfgnnModelName(static_cast<dfgnn_model_t>(model), &name) == DFGNN_STATUS_SUCCESS ? name : nullptr;
+}
 const char* find_dtype_name(int32_t dtype) { return find_name(kDtypes, dtype); }
 
 const char* model_name(dfgnn_model_t model) {
@@ -115,24 +116,31 @@ const char* dtype_name(dfgnn_dtype_t dtype) {
 
 const char* direction_name(dfgnn_direction_t direction) { return direction == DFGNN_FORWARD ? "forward" : "backward"; }
 
+std::vector<dfgnn_model_t> all_models() {
+  std::vector<dfgnn_model_t> models;
+  for (int m = 0; m < DFGNN_NUM_MODELS; ++m) models.push_back(static_cast<dfgnn_model_t>(m));
+  return models;
+}
+
+std::string model_names() {
+  std::string names;
+  for (dfgnn_model_t m : all_models()) names += fmt::format("{}{}", names.empty() ? "" : ", ", model_name(m));
+  return names;
+}
+
 // ---------------------------------------------------------------- op options
 
 std::vector<dfgnn_model_t> parse_models(const std::vector<std::string>& args) {
   std::vector<dfgnn_model_t> out;
   for (const std::string& arg : args.empty() ? std::vector<std::string>{"transformer"} : args)
     for (const std::string& m : split(arg, ',')) {
+      dfgnn_model_t model = DFGNN_MODEL_TRANSFORMER;  // also for "gt", the Graph Transformer's short name
       if (m == "all") {
-        for (const auto& [model, name] : kModels) add_once(out, model);
-      } else if (m == "gat") {
-        add_once(out, DFGNN_MODEL_GAT);
-      } else if (m == "gatv2") {
-        add_once(out, DFGNN_MODEL_GATV2);
-      } else if (m == "transformer" || m == "gt") {
-        add_once(out, DFGNN_MODEL_TRANSFORMER);
-      } else if (m == "agnn") {
-        add_once(out, DFGNN_MODEL_AGNN);
+        for (dfgnn_model_t each : all_models()) add_once(out, each);
+      } else if (m == "gt" || dfgnnModelFromName(m.c_str(), &model) == DFGNN_STATUS_SUCCESS) {
+        add_once(out, model);
       } else {
-        throw BadArgs{fmt::format("--model '{}' is not gat, gatv2, transformer, agnn or all", m)};
+        throw BadArgs{fmt::format("--model '{}' is not {} or all", m, model_names())};
       }
     }
   return out;

@@ -97,7 +97,7 @@ std::string iso_date();
 
 // ---------------------------------------------------------------- names
 
-// "gat", "gatv2", "transformer", "agnn"; nullptr for a value outside the enum (e.g. from a file).
+// The library's name of a model (dfgnnModelName); nullptr for a value outside the enum (e.g. from a file).
 const char* find_model_name(int32_t model);
 // "float32", "float16", "bfloat16", "float64"; nullptr for a value outside the enum.
 const char* find_dtype_name(int32_t dtype);
@@ -106,10 +106,13 @@ const char* model_name(dfgnn_model_t model);
 const char* dtype_name(dfgnn_dtype_t dtype);
 // "forward" or "backward".
 const char* direction_name(dfgnn_direction_t direction);
+// Every model, in dfgnn_model_t order, and their names as "gat, gatv2, ..." (for help and messages).
+std::vector<dfgnn_model_t> all_models();
+std::string model_names();
 
 // ---------------------------------------------------------------- op options
 
-// --model arguments (repeatable, comma-separated): gat, gatv2, transformer (gt), agnn or all, each
+// --model arguments (repeatable, comma-separated): a model's name (model_names), gt for transformer, or all, each
 // once in the order given; no arguments: transformer. Arguments that name nothing (",") give none.
 std::vector<dfgnn_model_t> parse_models(const std::vector<std::string>& args);
 // --dtype arguments: float32 (fp32, f32), float16 (fp16, f16, half) or bfloat16 (bf16); no

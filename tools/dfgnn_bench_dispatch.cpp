@@ -125,23 +125,19 @@ void prepare(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op, int64_t
   const size_t nhd = static_cast<size_t>(n) * op.heads * op.dim * elem, hd = sizeof(float) * op.heads * op.dim;
   unsigned seed = 1;
   auto feat = [&] { return b.alloc(nhd, seed++); };
-  switch (op.model) {
-    case DFGNN_MODEL_GAT:
-      b.in.h = feat(), b.in.att_src = b.alloc(hd, 7), b.in.att_dst = b.alloc(hd, 8);
-      b.grads.h = feat(), b.grads.att_src = b.alloc(hd, 9), b.grads.att_dst = b.alloc(hd, 10);
-      break;
-    case DFGNN_MODEL_GATV2:
-      b.in.h = feat(), b.in.h_dst = feat(), b.in.att_src = b.alloc(hd, 7);
-      b.grads.h = feat(), b.grads.h_dst = feat(), b.grads.att_src = b.alloc(hd, 9);
-      break;
-    case DFGNN_MODEL_TRANSFORMER:
-      b.in.q = feat(), b.in.k = feat(), b.in.v = feat();
-      b.grads.q = feat(), b.grads.k = feat(), b.grads.v = feat();
-      break;
-    case DFGNN_MODEL_AGNN:
-      b.in.h = feat(), b.in.beta = b.alloc(sizeof(float), 7);
-      b.grads.h = feat(), b.grads.beta = b.alloc(sizeof(float), 9);
-      break;
+  // The inputs the model reads (the library's model table), and their gradients: node features
+  // [N, H, D] in the op's dtype, attention vectors [H, D] and beta [1] float32.
+  uint32_t mask = 0;
+  check(dfgnnModelInputs(op.model, 0, &mask, nullptr), "dfgnnModelInputs");
+  auto* inputs = reinterpret_cast<const void**>(&b.in);
+  auto* grads = reinterpret_cast<void**>(&b.grads);
+  for (int s = 0; s < DFGNN_NUM_INPUTS; ++s) {
+    const uint32_t bit = 1u << s;
+    if (!(mask & bit)) continue;
+    const bool attention = bit & (DFGNN_INPUT_ATT_SRC | DFGNN_INPUT_ATT_DST);
+    const size_t bytes = bit == DFGNN_INPUT_BETA ? sizeof(float) : attention ? hd : nhd;
+    inputs[s] = b.alloc(bytes, seed++);
+    grads[s] = b.alloc(bytes, seed++);
   }
   b.out = feat(), b.grad_out = feat();
   b.lse = static_cast<float*>(b.alloc(sizeof(float) * n * op.heads, 11));
@@ -345,7 +341,7 @@ std::optional<Options> parse(int argc, char** argv) {
     ("graph", po::value(&graph_args.paths)->composing(), "graph file or dataset directory")
     ("rmat", po::value(&graph_args.rmat_scales)->composing(), "R-MAT graph with 2^SCALE nodes")
     ("self-loops", "remove self-loops and add one per node (PyG's add_self_loops)")
-    ("model", po::value(&model), "gat, gatv2, transformer or agnn (default transformer)")
+    ("model", po::value(&model), (cli::model_names() + " (default transformer)").c_str())
     ("dtype", po::value(&dtype), "float32, float16 or bfloat16 (default float32)")
     ("heads", po::value(&o.heads)->default_value(1), "heads H")
     ("dim", po::value(&o.dim)->default_value(64), "channels per head D")

@@ -71,6 +71,8 @@ void run_reference(dfgnn_graph_t graph, dfgnn_model_t model, const char* name, i
   double* const g_atts[] = {g_att1.data(), g_att2.data()};
   const void** in_slots = reinterpret_cast<const void**>(&in);  // dfgnn_inputs_t is DFGNN_NUM_INPUTS pointers
   void** grad_slots = reinterpret_cast<void**>(&grads);
+  static const char* const kFeatureNames[] = {"h", "h_dst", "q", "k", "v"};  // dfgnn_inputs_t's first fields
+  const char* first_feature = nullptr;  // its gradient's norm is printed
   int f = 0, v = 0;
   for (int s = 0; s < DFGNN_NUM_INPUTS; ++s) {
     const uint32_t bit = 1u << s;
@@ -80,6 +82,7 @@ void run_reference(dfgnn_graph_t graph, dfgnn_model_t model, const char* name, i
     } else if (bit == DFGNN_INPUT_ATT_SRC || bit == DFGNN_INPUT_ATT_DST) {
       in_slots[s] = atts[v], grad_slots[s] = g_atts[v], ++v;
     } else {
+      if (f == 0) first_feature = kFeatureNames[s];
       in_slots[s] = feats[f], grad_slots[s] = g_feats[f], ++f;
     }
   }
@@ -96,7 +99,7 @@ void run_reference(dfgnn_graph_t graph, dfgnn_model_t model, const char* name, i
   for (double x : g_a) norm_grad += x * x;
   const auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   fmt::print("  {:<12} forward {:8.1f} ms  backward {:8.1f} ms  |out| {:.6e}  |grad {}| {:.6e}\n", name, ms(t1 - t0),
-             ms(t2 - t1), std::sqrt(norm_out), model == DFGNN_MODEL_TRANSFORMER ? "q" : "h", std::sqrt(norm_grad));
+             ms(t2 - t1), std::sqrt(norm_out), first_feature, std::sqrt(norm_grad));
 }
 
 int run(int argc, char** argv) {
@@ -173,10 +176,7 @@ int run(int argc, char** argv) {
   print_fingerprint(fp, key);
   if (!vm.count("no-ops")) {
     fmt::print("float64 reference ops, H={} D={}, random inputs:\n", heads, dim);
-    run_reference(graph, DFGNN_MODEL_GAT, "gat", heads, dim, seed);
-    run_reference(graph, DFGNN_MODEL_GATV2, "gatv2", heads, dim, seed);
-    run_reference(graph, DFGNN_MODEL_TRANSFORMER, "transformer", heads, dim, seed);
-    run_reference(graph, DFGNN_MODEL_AGNN, "agnn", heads, dim, seed);
+    for (dfgnn_model_t model : cli::all_models()) run_reference(graph, model, cli::model_name(model), heads, dim, seed);
   }
   int has_device = 0;
   const char* reason = nullptr;

@@ -114,7 +114,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("hubs", po::value(&graph_args.hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
     ("self-loops", "remove self-loops and add one per node (PyG's add_self_loops) on every graph")
     ("seed", po::value(&seed)->default_value("1"), "seed of generated graphs")
-    ("model", po::value(&models)->composing(), "gat, gatv2, transformer, agnn or all (repeatable, or comma-separated; default transformer)")
+    ("model", po::value(&models)->composing(), (cli::model_names() + " or all (repeatable, or comma-separated; default transformer)").c_str())
     ("dtype", po::value(&dtypes)->composing(), "float32, float16 or bfloat16 (repeatable, or comma-separated; default float32)")
     ("heads", po::value(&o.heads)->default_value(1), "heads H")
     ("dim", po::value(&o.dim)->default_value(128), "channels per head D")

@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "python"))  # npref only; dfgnn comes from the venv
 import npref  # noqa: E402
 
-MODELS = ["gat", "gatv2", "transformer", "agnn"]
 # Duplicate edges, a self-loop, a hub (node 2) and node 6 without in-edges.
 EDGES = np.array([(0, 1), (0, 1), (1, 2), (3, 2), (4, 2), (5, 2), (0, 2), (2, 0), (3, 3), (4, 5), (5, 4), (1, 3),
                   (6, 2), (2, 1)])
@@ -50,7 +49,7 @@ def cpu_checks(dfgnn):
     want_ptr = np.concatenate([[0], np.cumsum(np.bincount(EDGES[:, 1], minlength=N))])
     check(list(row_ptr) == list(want_ptr), "a graph's CSR row pointers (in-edges per target) match NumPy")
     rng = np.random.default_rng(7)
-    for model in MODELS:
+    for model in dfgnn.MODEL_INPUTS:  # every model of the library's table
         inputs = npref.random_inputs(model, N, 2, 3, rng)
         out, lse = dfgnn.reference_forward(g, model, inputs)
         want_out, want_lse = npref.forward(model, N, EDGES, inputs)
@@ -108,7 +107,7 @@ def gpu_checks(dfgnn):
     g = dfgnn.Graph(np.ascontiguousarray(EDGES.T), num_nodes=N)
     rng = np.random.default_rng(11)
     heads, dim = 2, 32
-    for model in MODELS:
+    for model in dfgnn.MODEL_INPUTS:  # every model of the library's table
         host = npref.random_inputs(model, N, heads, dim, rng)
         dev = {k: torch.from_numpy(v.astype(np.float32)).cuda() for k, v in host.items()}
         out = torch.empty(N, heads, dim, device="cuda")

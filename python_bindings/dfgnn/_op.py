@@ -11,7 +11,8 @@ DType = _dfgnn.DType
 Direction = _dfgnn.Direction
 Op = _dfgnn.Op
 
-_MODELS = {"gat": Model.GAT, "gatv2": Model.GATV2, "transformer": Model.TRANSFORMER, "agnn": Model.AGNN}
+#: Every model by its name, from the library's model table (dfgnnModelName).
+_MODELS = {_dfgnn.model_name(model): model for model in Model}
 
 
 def _takes_edge(model):
@@ -90,7 +91,7 @@ def as_model(model):
 
 
 def model_name(model):
-    return as_model(model).name.lower()
+    return _dfgnn.model_name(as_model(model))
 
 
 def as_dtype(dtype):
@@ -183,8 +184,8 @@ def make_op(model, dtype="float32", heads=1, dim=1, *, negative_slope=None, scal
                                    "float the op holds")
         op.dropout_seed = dropout_seed
     if edge_features:
-        if op.model == Model.AGNN:
-            raise invalid_argument("agnn takes no edge features (PyG's AGNNConv has no edge_dim)")
+        if model_name(op.model) not in EDGE_MODELS:
+            raise invalid_argument(f"{model_name(op.model)} takes no edge features")
         op.edge_features = 1
     return op
 
@@ -196,6 +197,11 @@ def _shape(x):
     return tuple(int(s) for s in shape)
 
 
+def single_attention(inputs):
+    """Whether a model's inputs hold one attention vector (GATv2's att_src), which it may call att, as PyG does."""
+    return "att_src" in inputs and "att_dst" not in inputs
+
+
 def check_input_names(model, inputs, what="inputs"):
     """Checks the keys of an inputs dict against the model; returns the model name."""
     name = model_name(model)
@@ -203,7 +209,7 @@ def check_input_names(model, inputs, what="inputs"):
         raise invalid_argument(f"{what} must be a dict {{name: array}}, got {type(inputs).__name__}", kind="type")
     wanted = MODEL_INPUTS[name]
     optional = ("edge",) if name in EDGE_MODELS else ()
-    keys = ["att_src" if (name == "gatv2" and k == "att") else k for k in inputs]
+    keys = ["att_src" if (k == "att" and single_attention(wanted)) else k for k in inputs]
     for k in keys:
         if k not in wanted and k not in optional:
             takes = ", ".join(wanted + tuple(f"{o} (optional)" for o in optional))

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -503,14 +504,11 @@ constexpr int kFeatureSlots = 5;  // h, h_dst, q, k, v hold [N, H, D] features; 
 constexpr int kBetaSlot = 7, kEdgeSlot = 8;
 static_assert(kNumSlots == DFGNN_NUM_INPUTS && (1u << kEdgeSlot) == DFGNN_INPUT_EDGE && (1u << kBetaSlot) == DFGNN_INPUT_BETA);
 
+// The library's name of the model (dfgnnModelName), "?" for a value that is no model.
 const char* model_name(dfgnn_model_t m) {
-  switch (m) {
-    case DFGNN_MODEL_GAT: return "gat";
-    case DFGNN_MODEL_GATV2: return "gatv2";
-    case DFGNN_MODEL_TRANSFORMER: return "transformer";
-    case DFGNN_MODEL_AGNN: return "agnn";
-  }
-  return "?";
+  const char* name = "?";
+  dfgnnModelName(m, &name);
+  return name;
 }
 
 // The slots an op reads, in dfgnn_inputs_t order, from the library's model table.
@@ -541,11 +539,28 @@ std::string slot_list(const dfgnn_op_t& op) {
   return s;
 }
 
-int slot_index(dfgnn_model_t m, const std::string& key) {
+int slot_index(const dfgnn_op_t& op, const std::string& key) {
   for (int i = 0; i < kNumSlots; ++i)
     if (key == kSlots[i]) return i;
-  if (m == DFGNN_MODEL_GATV2 && key == "att") return 5;  // GATv2's single attention vector
+  // A model with one attention vector (GATv2) calls it att, as PyG does.
+  uint32_t mask = 0;
+  if (key == "att" && dfgnnModelInputs(op.model, 0, &mask, nullptr) == DFGNN_STATUS_SUCCESS &&
+      (mask & (DFGNN_INPUT_ATT_SRC | DFGNN_INPUT_ATT_DST)) == DFGNN_INPUT_ATT_SRC)
+    return 5;  // att_src
   return -1;
+}
+
+// Whether the op's edge input is [E, H] float32 logit terms (GAT) rather than [E, H, D] features.
+bool edge_logits(const dfgnn_op_t& op) {
+  uint32_t mask = 0;
+  int32_t logits = 0;
+  return dfgnnModelInputs(op.model, 0, &mask, &logits) == DFGNN_STATUS_SUCCESS && logits;
+}
+
+// Whether the model takes edge features (dfgnnModelInputs refuses them for AGNN).
+bool takes_edge_features(dfgnn_model_t m) {
+  uint32_t mask = 0;
+  return dfgnnModelInputs(m, 1, &mask, nullptr) == DFGNN_STATUS_SUCCESS;
 }
 
 struct OpCall {
@@ -605,7 +620,7 @@ struct OpCall {
   // GATv2 / Transformer [E, H, D] (or [E, H*D]) features in the op's dtype.
   template <typename A>
   void check_edge(const A& a, const std::string& name) {
-    const bool gat = op.model == DFGNN_MODEL_GAT;
+    const bool gat = edge_logits(op);
     const int64_t h = op.heads, w = gat ? 1 : op.dim;
     const bool ok = (a.ndim() == 3 && (int64_t)a.shape(0) == e && (int64_t)a.shape(1) == h && (int64_t)a.shape(2) == w) ||
                     (a.ndim() == 2 && (int64_t)a.shape(0) == e && (int64_t)a.shape(1) == h * w);
@@ -642,7 +657,7 @@ struct OpCall {
     for (auto [k, v] : d) {
       if (!nb::isinstance<nb::str>(k)) fail_arg(function, "type", std::string(what) + " keys must be strings");
       const std::string key = nb::cast<std::string>(k);
-      const int slot = slot_index(op.model, key);
+      const int slot = slot_index(op, key);
       const auto wanted = op_slots(op);
       if (slot < 0 || std::find(wanted.begin(), wanted.end(), slot) == wanted.end())
         fail_arg(function, "value", std::string(what) + " has '" + key + "', but " + model_name(op.model) +
@@ -694,8 +709,8 @@ struct OpCall {
   OpCall(const char* fn, const Graph& g, const dfgnn_op_t& o, bool dev) : function(fn), op(o), device(dev) {
     std::tie(n, e) = g.size();
     where.device = dev;
-    if (op.edge_features && op.model == DFGNN_MODEL_AGNN)
-      fail_arg(fn, "value", "op.edge_features is set but agnn takes no edge features");
+    if (op.edge_features && !takes_edge_features(op.model))
+      fail_arg(fn, "value", std::string("op.edge_features is set but ") + model_name(op.model) + " takes no edge features");
     if (op.heads < 1 || op.dim < 1)
       fail_arg(fn, "value", "op.heads and op.dim must be >= 1, got heads = " + std::to_string(op.heads) +
                                 ", dim = " + std::to_string(op.dim));
@@ -966,11 +981,26 @@ NB_MODULE(_dfgnn, m) {
         "Names of the inputs a model reads (dfgnnModelInputs), in dfgnn_inputs_t order; edge_features adds 'edge' "
         "and fails for a model without edge features.");
 
-  nb::enum_<dfgnn_model_t>(m, "Model", nb::is_arithmetic())
-      .value("GAT", DFGNN_MODEL_GAT)
-      .value("GATV2", DFGNN_MODEL_GATV2)
-      .value("TRANSFORMER", DFGNN_MODEL_TRANSFORMER)
-      .value("AGNN", DFGNN_MODEL_AGNN);
+  // Model's members from the library's model table: Model.GAT is "gat" (dfgnnModelName) upper-cased.
+  nb::enum_<dfgnn_model_t> model_enum(m, "Model", nb::is_arithmetic());
+  for (int i = 0; i < DFGNN_NUM_MODELS; ++i) {
+    std::string member = model_name(static_cast<dfgnn_model_t>(i));
+    for (char& c : member) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    model_enum.value(member.c_str(), static_cast<dfgnn_model_t>(i));
+  }
+  m.def("model_name", [](dfgnn_model_t model) {
+    const char* name = nullptr;
+    check(dfgnnModelName(model, &name), "dfgnnModelName");
+    return std::string(name);
+  }, "model"_a, "The model's name (dfgnnModelName): 'gat', 'gatv2', 'transformer', 'agnn'.");
+  m.def("model_from_name", [](const std::string& name) {
+    dfgnn_model_t model{};
+    check(dfgnnModelFromName(c_text(name, "dfgnnModelFromName", "name"), &model), "dfgnnModelFromName");
+    return model;
+  }, "name"_a, "The model of a name (dfgnnModelFromName); an unknown name raises, naming the models.");
+  // Launch.forward / backward take this many input pointers (a0..a3), dfgnn.torch's native op as many tensors.
+  static_assert(DFGNN_MAX_MODEL_INPUTS == 4, "Launch.forward and backward take a0..a3");
+  m.attr("MAX_MODEL_INPUTS") = DFGNN_MAX_MODEL_INPUTS;
   nb::enum_<dfgnn_dtype_t>(m, "DType", nb::is_arithmetic())
       .value("FLOAT32", DFGNN_DTYPE_FLOAT32)
       .value("FLOAT16", DFGNN_DTYPE_FLOAT16)

@@ -16,15 +16,7 @@ const char* element_type(dfgnn_dtype_t dtype) {
   }
 }
 
-const char* variant_type(dfgnn_model_t model) {
-  switch (model) {
-    case DFGNN_MODEL_GAT: return "dfgnn::Gat";
-    case DFGNN_MODEL_GATV2: return "dfgnn::Gatv2";
-    case DFGNN_MODEL_TRANSFORMER: return "dfgnn::Transformer";
-    case DFGNN_MODEL_AGNN: return "dfgnn::Agnn";
-  }
-  return "?";
-}
+const char* variant_type(dfgnn_model_t model) { return model_row(model).variant; }
 
 namespace {
 
@@ -74,21 +66,22 @@ std::string prep_kernel(const dfgnn_op_t& op) {
 }
 
 std::string reduce_stage1_kernel(const dfgnn_op_t& op) {
-  switch (op.model) {
-    case DFGNN_MODEL_GAT: return fmt::format("&dfgnn::reduce_nodes_stage1<{},{},true>", element_type(op.dtype), op.dim);
-    case DFGNN_MODEL_GATV2: return fmt::format("&dfgnn::reduce_nodes_stage1<float,{},false>", op.dim);
-    case DFGNN_MODEL_AGNN: return "&dfgnn::reduce_nodes_stage1<float,1,false>";
-    case DFGNN_MODEL_TRANSFORMER: break;
+  switch (model_row(op.model).param_reduction) {
+    case ParamReduction::WeightedInput:
+      return fmt::format("&dfgnn::reduce_nodes_stage1<{},{},true>", element_type(op.dtype), op.dim);
+    case ParamReduction::Channels: return fmt::format("&dfgnn::reduce_nodes_stage1<float,{},false>", op.dim);
+    case ParamReduction::Total: return "&dfgnn::reduce_nodes_stage1<float,1,false>";
+    case ParamReduction::None: break;
   }
   return {};
 }
 
 std::string reduce_stage2_kernel(const dfgnn_op_t& op) {
-  switch (op.model) {
-    case DFGNN_MODEL_GAT:
-    case DFGNN_MODEL_GATV2: return "&dfgnn::reduce_nodes_stage2<false>";
-    case DFGNN_MODEL_AGNN: return "&dfgnn::reduce_nodes_stage2<true>";
-    case DFGNN_MODEL_TRANSFORMER: break;
+  switch (model_row(op.model).param_reduction) {
+    case ParamReduction::WeightedInput:
+    case ParamReduction::Channels: return "&dfgnn::reduce_nodes_stage2<false>";
+    case ParamReduction::Total: return "&dfgnn::reduce_nodes_stage2<true>";
+    case ParamReduction::None: break;
   }
   return {};
 }

@@ -4,9 +4,13 @@
 #include "error.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
+#include <string>
+#include <string_view>
 
 namespace dfgnn {
 
@@ -18,10 +22,43 @@ static_assert(kSlotH == DFGNN_INPUT_H && kSlotHDst == DFGNN_INPUT_H_DST && kSlot
               kSlotAttDst == DFGNN_INPUT_ATT_DST && kSlotBeta == DFGNN_INPUT_BETA && kSlotEdge == DFGNN_INPUT_EDGE);
 static_assert(kEdgeSlot == 8 && (1u << kEdgeSlot) == kSlotEdge);
 
+namespace {
+
+constexpr int slot(InputBit bit) { return std::countr_zero(static_cast<unsigned>(bit)); }
+
+// dfgnn_model_t order, as model_traits.
+constexpr ModelRow kModelRows[] = {
+    {"gat", "dfgnn::Gat", slot(kSlotH), kNoSlot, kNoSlot, kNoSlot, 3, false, ParamReduction::WeightedInput},
+    {"gatv2", "dfgnn::Gatv2", slot(kSlotH), slot(kSlotHDst), kNoSlot, slot(kSlotH), 0, false, ParamReduction::Channels},
+    {"transformer", "dfgnn::Transformer", slot(kSlotQ), slot(kSlotK), slot(kSlotV), slot(kSlotV), 0, false,
+     ParamReduction::None},
+    {"agnn", "dfgnn::Agnn", slot(kSlotH), kNoSlot, kNoSlot, kNoSlot, 1, true, ParamReduction::Total},
+};
+static_assert(std::size(kModelRows) == kNumModels && kNumModels == DFGNN_NUM_MODELS);
+
+constexpr int most_model_inputs() {
+  int most = 0;
+  for (int m = 0; m < kNumModels; ++m) {
+    const ModelTraits traits = model_traits(m);
+    most = std::max(most, std::popcount(traits.inputs | (traits.edge ? static_cast<unsigned>(kSlotEdge) : 0u)));
+  }
+  return most;
+}
+static_assert(most_model_inputs() == DFGNN_MAX_MODEL_INPUTS);
+
+bool is_model(dfgnn_model_t model) { return static_cast<int>(model) >= 0 && static_cast<int>(model) < kNumModels; }
+
+}  // namespace
+
 ModelTraits traits_of(dfgnn_model_t model) {
-  if (static_cast<int>(model) < 0 || static_cast<int>(model) >= kNumModels)
-    fail(DFGNN_STATUS_INVALID_ARGUMENT, "model {} is not a dfgnn_model_t value", static_cast<int>(model));
+  model_row(model);
   return model_traits(model);
+}
+
+const ModelRow& model_row(dfgnn_model_t model) {
+  if (!is_model(model))
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "model {} is not a dfgnn_model_t value", static_cast<int>(model));
+  return kModelRows[model];
 }
 
 uint32_t model_slots(dfgnn_model_t model) { return traits_of(model).inputs; }
@@ -41,15 +78,7 @@ bool slot_in_op_dtype(const dfgnn_op_t& op, int slot) {
   return slot < 5 || (slot == kEdgeSlot && !traits_of(op.model).edge_logits);
 }
 
-const char* model_name(dfgnn_model_t model) {
-  switch (model) {
-    case DFGNN_MODEL_GAT: return "gat";
-    case DFGNN_MODEL_GATV2: return "gatv2";
-    case DFGNN_MODEL_TRANSFORMER: return "transformer";
-    case DFGNN_MODEL_AGNN: return "agnn";
-  }
-  return "unknown";
-}
+const char* model_name(dfgnn_model_t model) { return is_model(model) ? kModelRows[model].name : "unknown"; }
 
 const char* dtype_name(dfgnn_dtype_t dtype) {
   switch (dtype) {
@@ -137,5 +166,29 @@ dfgnn_status_t dfgnnModelInputs(dfgnn_model_t model, int32_t edge_features, uint
       fail(DFGNN_STATUS_INVALID_ARGUMENT, "{} takes no edge features", model_name(model));
     *inputs = traits.inputs | (edge_features ? kSlotEdge : 0u);
     if (edge_logits != nullptr) *edge_logits = traits.edge_logits ? 1 : 0;
+  });
+}
+
+dfgnn_status_t dfgnnModelName(dfgnn_model_t model, const char** name) {
+  using namespace dfgnn;
+  return guard([&] {
+    if (name == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "name is null");
+    *name = model_row(model).name;
+  });
+}
+
+dfgnn_status_t dfgnnModelFromName(const char* name, dfgnn_model_t* model) {
+  using namespace dfgnn;
+  return guard([&] {
+    if (name == nullptr || model == nullptr) fail(DFGNN_STATUS_NULL_POINTER, "{} is null", name == nullptr ? "name" : "model");
+    std::string known;
+    for (int m = 0; m < kNumModels; ++m) {
+      if (std::string_view(name) == kModelRows[m].name) {
+        *model = static_cast<dfgnn_model_t>(m);
+        return;
+      }
+      known += std::string(m == 0 ? "" : ", ") + kModelRows[m].name;
+    }
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "'{}' is no model (the models are {})", name, known);
   });
 }

@@ -20,6 +20,33 @@ extern const char* const kSlotNames[kNumSlots];
 
 // The model's row of the model table (params.cuh); INVALID_ARGUMENT for a value that is no model.
 ModelTraits traits_of(dfgnn_model_t model);
+
+// How the backward sums per-node parts into the model's parameter gradients (two-stage sums over
+// the nodes: ops.cpp launches them, kernel_names.cpp names them).
+enum class ParamReduction {
+  None,           // no parameters (Transformer)
+  WeightedInput,  // GAT: att_src = sum_i node_b_i x0_i, att_dst = sum_i node_c_i x0_i, per head and channel
+  Channels,       // GATv2: att_src = sum_i param_part_i, param_part [N, H, D] float32
+  Total,          // AGNN: beta = the sum of param_part [N, H] float32 over nodes and heads
+};
+
+constexpr int kNoSlot = -1;
+
+// The host's columns of the model table, one row per model beside its ModelTraits (params.cuh
+// holds only what the kernels read too): its name, which input slots the GPU ops pass as
+// Params::x0..x2 (and whose gradients as g0..g2), its parameter-gradient reduction and the
+// backward scratch its passes use.
+struct ModelRow {
+  const char* name;     // dfgnnModelName: messages, the tools' --model, Python's model names
+  const char* variant;  // its variant functor (variants.cuh) in kernel names
+  int x0, x1, x2;       // input slots, or kNoSlot
+  int x2_with_edge;     // x2 when op.edge_features is set (GATv2 then loads its values h_j on their own)
+  int node_scalars;     // how many of the [N, H] float32 arrays node_a, node_b, node_c its passes use
+  bool row_grad;        // its row pass keeps part of an input gradient in [N, H, D] float32 (AGNN)
+  ParamReduction param_reduction;
+};
+// INVALID_ARGUMENT for a value that is no model.
+const ModelRow& model_row(dfgnn_model_t model);
 // The slots a model reads (and whose gradients its backward writes), without edge features.
 uint32_t model_slots(dfgnn_model_t model);
 // The slots an op reads: its model's, plus edge when op.edge_features is set.
@@ -31,6 +58,7 @@ int64_t slot_elements(const dfgnn_op_t& op, int slot, int64_t num_nodes, int64_t
 // Whether the slot holds op.dtype values (node features; GATv2's and the Transformer's edge
 // features) rather than float32 (attention vectors, beta, GAT's edge logit terms).
 bool slot_in_op_dtype(const dfgnn_op_t& op, int slot);
+// The model's name, "unknown" for a value that is no model (for messages).
 const char* model_name(dfgnn_model_t model);
 const char* dtype_name(dfgnn_dtype_t dtype);
 size_t dtype_size(dfgnn_dtype_t dtype);

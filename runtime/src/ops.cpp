@@ -65,16 +65,18 @@ BackwardScratch carve_backward(Carver& c, int32_t num_nodes, const dfgnn_op_t& o
   const size_t nh = static_cast<size_t>(num_nodes) * op.heads, nhd = nh * op.dim;
   const size_t slots = std::max(static_cast<size_t>(row_slots) * state_floats(op, PassKind::BackwardRow),
                                 static_cast<size_t>(col_slots) * state_floats(op, PassKind::BackwardCol));
+  const ModelRow& model = model_row(op.model);
+  const ParamReduction reduction = model.param_reduction;
   BackwardScratch w{};
   w.delta = c.take<float>(nh);
-  w.node_a = c.take<float>(op.model == DFGNN_MODEL_GAT || op.model == DFGNN_MODEL_AGNN ? nh : 0);
-  w.node_b = c.take<float>(op.model == DFGNN_MODEL_GAT ? nh : 0);
-  w.node_c = c.take<float>(op.model == DFGNN_MODEL_GAT ? nh : 0);
-  w.param_part = c.take<float>(op.model == DFGNN_MODEL_GATV2 ? nhd : op.model == DFGNN_MODEL_AGNN ? nh : 0);
-  w.row_grad = c.take<float>(op.model == DFGNN_MODEL_AGNN ? nhd : 0);
+  w.node_a = c.take<float>(model.node_scalars >= 1 ? nh : 0);
+  w.node_b = c.take<float>(model.node_scalars >= 2 ? nh : 0);
+  w.node_c = c.take<float>(model.node_scalars >= 3 ? nh : 0);
+  w.param_part = c.take<float>(reduction == ParamReduction::Channels ? nhd : reduction == ParamReduction::Total ? nh : 0);
+  w.row_grad = c.take<float>(model.row_grad ? nhd : 0);
   w.partials = c.take<float>(slots * op.heads);
-  // GAT's two attention-vector sums side by side; AGNN's sums over heads fit in the same room.
-  const size_t sums = op.model == DFGNN_MODEL_TRANSFORMER ? 0 : op.model == DFGNN_MODEL_GAT ? 2 : 1;
+  // WeightedInput's two sums (GAT's attention vectors) side by side; Total's sums over heads fit too.
+  const size_t sums = reduction == ParamReduction::None ? 0 : reduction == ParamReduction::WeightedInput ? 2 : 1;
   w.stage = c.take<float>(sums * kReduceBlocks * static_cast<size_t>(op.heads) * op.dim);
   return w;
 }
@@ -175,10 +177,21 @@ void launch_pass(const PassRecipe& r, int32_t num_nodes, Params p, cudaStream_t 
   }
 }
 
-// The aggregated features when the model loads them on their own (Params::x2): the Transformer's
-// v, and GATv2's h once edge features make its key h_j + edge_ij.
-const void* value_input(const dfgnn_op_t& op, const dfgnn_inputs_t& in) {
-  return op.model == DFGNN_MODEL_GATV2 && op.edge_features ? in.h : in.v;
+// The input or gradient in slot `slot` of a dfgnn_inputs_t or dfgnn_grads_t (fields in slot
+// order); null for kNoSlot.
+template <typename Slots>
+auto slot_pointer(const Slots& slots, int slot) {
+  using Pointer = decltype(slots.h);
+  static_assert(sizeof(Slots) == kNumSlots * sizeof(Pointer));
+  return slot == kNoSlot ? Pointer{} : reinterpret_cast<const Pointer*>(&slots)[slot];
+}
+
+// Params' inputs x0, x1, x2 from the model's row of the model table.
+void set_inputs(const dfgnn_op_t& op, const dfgnn_inputs_t& in, Params& p) {
+  const ModelRow& model = model_row(op.model);
+  p.x0 = slot_pointer(in, model.x0);
+  p.x1 = slot_pointer(in, model.x1);
+  p.x2 = slot_pointer(in, op.edge_features ? model.x2_with_edge : model.x2);
 }
 
 // An edge-feature array read in fragments like node features (its alignment limits the vector
@@ -305,9 +318,7 @@ void forward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_inp
   check_workspace(launch, recipe->workspace_bytes);
   Carver carver(launch.workspace);
   Params p{};
-  p.x0 = op.model == DFGNN_MODEL_TRANSFORMER ? in.q : in.h;
-  p.x1 = op.model == DFGNN_MODEL_TRANSFORMER ? in.k : in.h_dst;
-  p.x2 = value_input(op, in);
+  set_inputs(op, in, p);
   p.att_src = static_cast<const float*>(in.att_src);
   p.att_dst = static_cast<const float*>(in.att_dst);
   p.beta = static_cast<const float*>(in.beta);
@@ -345,11 +356,9 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   check_workspace(launch, recipe->workspace_bytes);
   Carver carver(launch.workspace);
   const BackwardScratch w = carve_backward(carver, n, op, recipe->first.slots, recipe->second.slots);
+  const ModelRow& model = model_row(op.model);
   Params p{};
-  const bool tr = op.model == DFGNN_MODEL_TRANSFORMER;
-  p.x0 = tr ? in.q : in.h;
-  p.x1 = tr ? in.k : in.h_dst;
-  p.x2 = value_input(op, in);
+  set_inputs(op, in, p);
   p.att_src = static_cast<const float*>(in.att_src);
   p.att_dst = static_cast<const float*>(in.att_dst);
   p.beta = static_cast<const float*>(in.beta);
@@ -362,9 +371,9 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
   p.node_a = w.node_a;
   p.node_b = w.node_b;
   p.node_c = w.node_c;
-  p.g0 = tr ? grads.q : grads.h;
-  p.g1 = tr ? grads.k : grads.h_dst;
-  p.g2 = grads.v;
+  p.g0 = slot_pointer(grads, model.x0);
+  p.g1 = slot_pointer(grads, model.x1);
+  p.g2 = slot_pointer(grads, model.x2);
   p.param_part = w.param_part;
   p.row_grad = w.row_grad;
   p.partials = w.partials;
@@ -397,15 +406,15 @@ void backward(Context& ctx, const Graph& g, const dfgnn_op_t& op, const dfgnn_in
     launch_kernel(recipe->reduce_stage2, dim3(sums), 256, 0, launch.stream, args2, "reduce kernel launch");
   };
   const int hd = op.heads * op.dim;
-  switch (op.model) {
-    case DFGNN_MODEL_GAT:
-      reduce(in.h, hd, 2, w.node_b, static_cast<float*>(grads.att_src), w.node_c, static_cast<float*>(grads.att_dst));
+  switch (model.param_reduction) {
+    case ParamReduction::WeightedInput:
+      reduce(p.x0, hd, 2, w.node_b, static_cast<float*>(grads.att_src), w.node_c, static_cast<float*>(grads.att_dst));
       break;
-    case DFGNN_MODEL_GATV2:
+    case ParamReduction::Channels:
       reduce(w.param_part, hd, 1, nullptr, static_cast<float*>(grads.att_src), nullptr, nullptr);
       break;
-    case DFGNN_MODEL_AGNN: reduce(w.param_part, op.heads, 1, nullptr, static_cast<float*>(grads.beta), nullptr, nullptr); break;
-    case DFGNN_MODEL_TRANSFORMER: break;
+    case ParamReduction::Total: reduce(w.param_part, op.heads, 1, nullptr, static_cast<float*>(grads.beta), nullptr, nullptr); break;
+    case ParamReduction::None: break;
   }
   cuda_check(cudaGetLastError(), "backward kernels");
 }

@@ -170,6 +170,22 @@ TEST(Cli, TuneBadArgumentsExit2) {
   }
 }
 
+// --model takes the model table's names (dfgnnModelName): --help lists them, an unknown one is a
+// one-line error naming them.
+TEST(Cli, TuneModelNamesAreTheTables) {
+  std::string names;
+  for (int m = 0; m < DFGNN_NUM_MODELS; ++m) {
+    const char* name = nullptr;
+    ASSERT_EQ(dfgnnModelName(static_cast<dfgnn_model_t>(m), &name), DFGNN_STATUS_SUCCESS);
+    names += fmt::format("{}{}", m == 0 ? "" : ", ", name);
+  }
+  EXPECT_TRUE(contains(tune("--help").output, names + " or all")) << names;
+  const Result r = tune("data/cora --model gat,resnet");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, fmt::format("dfgnn-tune: --model 'resnet' is not {} or all\n", names))) << r.output;
+  EXPECT_EQ(count_of(r.output, "\n"), 1) << r.output;
+}
+
 // Edge features are tuned under their own key; AGNN has none, which is a bad argument (exit 2).
 TEST(Cli, TuneEdgeFeaturesOnAgnnExit2) {
   const Result r = tune("--rmat 8 --model agnn --edge-features");

@@ -1,13 +1,19 @@
-// The model table (kernel_templates/params.cuh, ModelTraits) through the C API
-// (dfgnnModelInputs) and the state sizes the host derives from it. Expected values are the
-// models' definitions in dfgnn.h (which inputs each reads) and the accumulator states of
-// kernel_templates/passes.cuh and variants.cuh, written out by hand; the kernels assert their
-// states against the same table when NVRTC compiles them (test_nvrtc_all.cpp compiles them all).
+// The model table (kernel_templates/params.cuh, ModelTraits; runtime/src/op.cpp, ModelRow) through
+// the C API (dfgnnModelInputs, dfgnnModelName, dfgnnModelFromName) and the state sizes the host
+// derives from it. Expected values are the models' definitions in dfgnn.h (which inputs each reads)
+// and the accumulator states of kernel_templates/passes.cuh and variants.cuh, written out by hand;
+// the kernels assert their states against the same table when NVRTC compiles them
+// (test_nvrtc_all.cpp compiles them all).
 #include "test_util.hpp"
 
 #include "op.hpp"
 #include "schedule.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <iterator>
 #include <string>
 
 namespace {
@@ -69,4 +75,51 @@ TEST(ModelTable, StateFloats) {
     EXPECT_EQ(dfgnn::state_floats(op, PassKind::BackwardRow), r.row) << dfgnn::model_name(r.model);
     EXPECT_EQ(dfgnn::state_floats(op, PassKind::BackwardCol), r.col) << dfgnn::model_name(r.model);
   }
+}
+
+// The names are the model table's (dfgnnModelName); the tools and the Python package take theirs
+// from it (test_cli.cpp, tests/python/test_model_names.py).
+TEST(ModelTable, NamesRoundTrip) {
+  const char* expected[] = {"gat", "gatv2", "transformer", "agnn"};  // dfgnn_model_t order
+  ASSERT_EQ(std::size(expected), size_t{DFGNN_NUM_MODELS});
+  for (int m = 0; m < DFGNN_NUM_MODELS; ++m) {
+    const auto model = static_cast<dfgnn_model_t>(m);
+    const char* name = nullptr;
+    ASSERT_EQ(dfgnnModelName(model, &name), DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
+    EXPECT_STREQ(name, expected[m]);
+    EXPECT_STREQ(dfgnn::model_name(model), name);
+    dfgnn_model_t back = static_cast<dfgnn_model_t>(-1);
+    ASSERT_EQ(dfgnnModelFromName(name, &back), DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
+    EXPECT_EQ(back, model);
+  }
+}
+
+TEST(ModelTable, BadNamesNameTheModels) {
+  dfgnn_model_t model = DFGNN_MODEL_AGNN;
+  for (const char* bad : {"resnet", "GAT", "gt", ""}) {
+    EXPECT_EQ(dfgnnModelFromName(bad, &model), DFGNN_STATUS_INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(std::string(dfgnnGetLastErrorMessage()),
+              fmt::format("'{}' is no model (the models are gat, gatv2, transformer, agnn)", bad));
+    EXPECT_EQ(model, DFGNN_MODEL_AGNN) << "left as it was";
+  }
+  EXPECT_EQ(dfgnnModelFromName(nullptr, &model), DFGNN_STATUS_NULL_POINTER);
+  EXPECT_EQ(dfgnnModelFromName("gat", nullptr), DFGNN_STATUS_NULL_POINTER);
+  const char* name = "unchanged";
+  EXPECT_EQ(dfgnnModelName(static_cast<dfgnn_model_t>(DFGNN_NUM_MODELS), &name), DFGNN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("model 4"), std::string::npos) << dfgnnGetLastErrorMessage();
+  EXPECT_STREQ(name, "unchanged");
+  EXPECT_EQ(dfgnnModelName(DFGNN_MODEL_GAT, nullptr), DFGNN_STATUS_NULL_POINTER);
+  EXPECT_STREQ(dfgnn::model_name(static_cast<dfgnn_model_t>(-1)), "unknown");
+}
+
+// DFGNN_MAX_MODEL_INPUTS (the bindings' fixed-arity calls) is the most any model reads.
+TEST(ModelTable, MostInputs) {
+  int most = 0;
+  for (int m = 0; m < DFGNN_NUM_MODELS; ++m)
+    for (int32_t edge = 0; edge < 2; ++edge) {
+      uint32_t mask = 0;
+      if (dfgnnModelInputs(static_cast<dfgnn_model_t>(m), edge, &mask, nullptr) == DFGNN_STATUS_SUCCESS)
+        most = std::max(most, std::popcount(mask));
+    }
+  EXPECT_EQ(most, DFGNN_MAX_MODEL_INPUTS);
 }

@@ -167,18 +167,19 @@ uint32_t slots_of(const dfgnn_op_t& op) {
   uint32_t mask = 0;
   return dfgnnModelInputs(op.model, op.edge_features, &mask, nullptr) == DFGNN_STATUS_SUCCESS ? mask : 0u;
 }
-// Slots in the op's dtype: node features, and edge features unless they are float32 logit terms (GAT).
-bool in_op_dtype(const dfgnn_op_t& op, int slot) {
-  if (slot < 5) return true;
+// Whether the op's edge input is [E, H] float32 logit terms (GAT) rather than [E, H, D] features.
+bool edge_logits(const dfgnn_op_t& op) {
   uint32_t mask = 0;
   int32_t logits = 0;
-  return slot == kEdge && dfgnnModelInputs(op.model, 0, &mask, &logits) == DFGNN_STATUS_SUCCESS && !logits;
+  return dfgnnModelInputs(op.model, 0, &mask, &logits) == DFGNN_STATUS_SUCCESS && logits;
 }
+// Slots in the op's dtype: node features, and edge features unless they are float32 logit terms.
+bool in_op_dtype(const dfgnn_op_t& op, int slot) { return slot < 5 || (slot == kEdge && !edge_logits(op)); }
 size_t slot_elements(const dfgnn_op_t& op, int slot, int64_t nodes, int64_t edges) {
   const size_t hd = static_cast<size_t>(op.heads) * op.dim;
   if (slot < 5) return static_cast<size_t>(nodes) * hd;
   if (slot == kBeta) return 1;
-  if (slot == kEdge) return static_cast<size_t>(edges) * (op.model == DFGNN_MODEL_GAT ? op.heads : hd);
+  if (slot == kEdge) return static_cast<size_t>(edges) * (edge_logits(op) ? op.heads : hd);
   return hd;
 }
 
@@ -228,9 +229,10 @@ double tolerance(dfgnn_dtype_t dtype, const std::string& tensor) {
 }
 
 std::string op_label(const dfgnn_op_t& op) {
-  static const char* models[] = {"gat", "gatv2", "transformer", "agnn"};
   static const char* dtypes[] = {"float32", "float16", "bfloat16", "float64"};
-  std::string label = fmt::format("{} {} H={} D={}", models[op.model], dtypes[op.dtype], op.heads, op.dim);
+  const char* model = "?";
+  dfgnnModelName(op.model, &model);
+  std::string label = fmt::format("{} {} H={} D={}", model, dtypes[op.dtype], op.heads, op.dim);
   if (op.dropout > 0) label += fmt::format(" dropout={} seed={}", op.dropout, op.dropout_seed);
   if (op.edge_features) label += " edge";
   return label;

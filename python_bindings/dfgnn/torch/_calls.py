@@ -25,7 +25,7 @@ _GPU_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # size once; a kind that failed validation is not cached, so it fails the same way every time.
 # Contiguity, the one property the key does not hold, is ensured on every call (_contiguous).
 _launches = weakref.WeakKeyDictionary()  # Graph -> {key: _Prepared}, dropped with the Graph
-_MAX_PTRS = 4  # pointers a Launch call takes per input set: the model's inputs, then edge
+_MAX_PTRS = _dfgnn.MAX_MODEL_INPUTS  # pointers a Launch call takes per input set: the model's inputs, then edge
 _NONES = (None,) * _MAX_PTRS  # the native op's unused input arguments
 
 

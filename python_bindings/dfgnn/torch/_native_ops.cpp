@@ -61,6 +61,7 @@ struct Prepared : torch::CustomClassHolder {
   dfgnn_op_t op;
   std::optional<std::string> schedule;
   std::vector<int> slots;  // the dfgnn_inputs_t field of each input tensor, in the order they come
+  bool edge_logits = false;  // the edge input is [E, H] float32 logit terms (GAT), not [E, H, D] features
   int64_t nodes = 0;
   int64_t edges = 0;
   // per direction, from the size query at the direction's first run (kUnknown before), grown on a
@@ -80,7 +81,8 @@ struct Prepared : torch::CustomClassHolder {
     dfgnn_status_t s = dfgnnGraphRetain(graph);
     if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGraphRetain");
     uint32_t mask = 0;
-    s = dfgnnModelInputs(op.model, op.edge_features, &mask, nullptr);
+    int32_t logits = 0;
+    s = dfgnnModelInputs(op.model, op.edge_features, &mask, &logits);
     if (s == DFGNN_STATUS_SUCCESS) s = dfgnnGraphGetSize(graph, &nodes, &edges);
     if (s != DFGNN_STATUS_SUCCESS) {
       const std::string message = dfgnnGetLastErrorMessage();  // before the release may replace it
@@ -89,6 +91,7 @@ struct Prepared : torch::CustomClassHolder {
     }
     for (int slot = 0; slot < DFGNN_NUM_INPUTS; ++slot)
       if (mask & (1u << slot)) slots.push_back(slot);
+    edge_logits = logits != 0;
     const std::lock_guard<std::mutex> lock(live_mutex);
     live.insert(this);
   }
@@ -175,7 +178,7 @@ bool has_prepared_shape(const Prepared& p, int slot, const at::Tensor& t) {
     return (s.size() == 3 && s[0] == n && s[1] == h && s[2] == w) || (s.size() == 2 && s[0] == n && s[1] == h * w);
   };
   if (slot <= kLastFeatureSlot) return rows(p.nodes, d);
-  if (slot == kEdgeSlot) return rows(p.edges, p.op.model == DFGNN_MODEL_GAT ? 1 : d);
+  if (slot == kEdgeSlot) return rows(p.edges, p.edge_logits ? 1 : d);
   if (slot == kBetaSlot) return t.numel() == 1;
   return (s.size() == 2 && s[0] == h && s[1] == d) || (s.size() == 3 && s[0] == 1 && s[1] == h && s[2] == d) ||
          (s.size() == 1 && s[0] == h * d);
@@ -299,7 +302,7 @@ at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::o
   const at::ScalarType feature = feature_type(p.op.dtype);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int slot = p.slots[i];
-    const bool is_feature = slot <= kLastFeatureSlot || (slot == kEdgeSlot && p.op.model != DFGNN_MODEL_GAT);
+    const bool is_feature = slot <= kLastFeatureSlot || (slot == kEdgeSlot && !p.edge_logits);
     if (inputs[i].scalar_type() != (is_feature ? feature : at::kFloat) || !has_prepared_shape(p, slot, inputs[i]))
       raise("dfgnn_native.attention: input " + std::to_string(i) + " is not the prepared kind (dtype or shape)");
   }
@@ -321,6 +324,9 @@ at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::o
 }
 
 }  // namespace
+
+// attention takes up to DFGNN_MAX_MODEL_INPUTS input tensors, a to d.
+static_assert(DFGNN_MAX_MODEL_INPUTS == 4, "the attention schema takes the inputs a, b, c, d");
 
 TORCH_LIBRARY(dfgnn_native, m) {
   m.class_<Prepared>("Prepared")

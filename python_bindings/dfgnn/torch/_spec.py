@@ -6,7 +6,7 @@ the arguments of a call are bound to these names (Signature), never unpacked by 
 from dataclasses import dataclass
 from typing import Any, Callable, Tuple
 
-from .._op import EDGE_MODELS, MODEL_INPUTS
+from .._op import EDGE_MODELS, MODEL_INPUTS, single_attention
 
 
 def _optional_float(x):
@@ -102,11 +102,15 @@ class ModelSpec:
         return params
 
 
-# The op options each model reads, and the tensor names of its Function and function where they
-# differ from the input slots (GATv2's attention vector is the op's att_src).
+# The op options each model reads.
 _MODEL_OPTIONS = {"gat": (NEGATIVE_SLOPE,), "gatv2": (NEGATIVE_SLOPE,), "transformer": (SCALE,), "agnn": ()}
-_ARGUMENT_NAMES = {"gatv2": {"att_src": "att"}}
 
-SPECS = {model: ModelSpec(model, names, tuple(_ARGUMENT_NAMES.get(model, {}).get(n, n) for n in names),
-                          _MODEL_OPTIONS[model], model in EDGE_MODELS)
+
+def _argument_names(names):
+    """The tensor names of a model's Function and function: its input slots, but att for a single
+    attention vector (GATv2's att_src)."""
+    return tuple("att" if n == "att_src" and single_attention(names) else n for n in names)
+
+
+SPECS = {model: ModelSpec(model, names, _argument_names(names), _MODEL_OPTIONS[model], model in EDGE_MODELS)
          for model, names in MODEL_INPUTS.items()}

@@ -254,6 +254,8 @@ typedef enum dfgnn_model {
    * cos uses max(|h|, 1e-12) as the norm, like torch.nn.functional.normalize) */
   DFGNN_MODEL_AGNN = 3
 } dfgnn_model_t;
+/* Models are the values 0 .. DFGNN_NUM_MODELS - 1. */
+#define DFGNN_NUM_MODELS 4
 /* Every model: per head, alpha_ij = exp(e_ij - m_i) / sum_j' exp(e_ij' - m_i) over the in-edges of
  * i (m_i the row max); a row without in-edges gives out_i = 0. */
 
@@ -345,6 +347,8 @@ typedef struct dfgnn_grads {
 #define DFGNN_INPUT_BETA (1u << 7)
 #define DFGNN_INPUT_EDGE (1u << 8)
 #define DFGNN_NUM_INPUTS 9
+/* The most inputs any model reads, its edge features included (the bindings' fixed-arity calls). */
+#define DFGNN_MAX_MODEL_INPUTS 4
 
 /* The inputs a model reads (and whose gradients its backward writes), as DFGNN_INPUT_* bits, from
  * the library's one model table: with edge_features = 1 the mask includes DFGNN_INPUT_EDGE, and a
@@ -353,6 +357,12 @@ typedef struct dfgnn_grads {
  * [E,H,D] features in the op's dtype. Bindings and tools read this instead of keeping a copy. */
 DFGNN_API dfgnn_status_t dfgnnModelInputs(dfgnn_model_t model, int32_t edge_features, uint32_t* inputs,
                                           int32_t* edge_logits);
+/* The model's name ("gat", "gatv2", "transformer", "agnn"), a static string; INVALID_ARGUMENT for a
+ * value that is no model. Tools and bindings take their model names from here. */
+DFGNN_API dfgnn_status_t dfgnnModelName(dfgnn_model_t model, const char** name);
+/* The model of a name as dfgnnModelName gives it; INVALID_ARGUMENT, with a message naming the known
+ * models, for any other name. */
+DFGNN_API dfgnn_status_t dfgnnModelFromName(const char* name, dfgnn_model_t* model);
 
 /* ---------------------------------------------------------------- float64 reference ops (host) */
 
