@@ -15,7 +15,7 @@ struct TunedNeighbour {
   double distance = 0;                        // fingerprint_distance to the graph served
   std::string winner;                         // its stored winner
   std::vector<db::CandidateStat> candidates;  // every schedule it measured (pooled statistics)
-  double pooled_spread = 0;                   // stats::pooled_relative_spread of all of them
+  double pooled_spread = 0;                   // stats::median_relative_stddev of all of them
 };
 
 struct NearestRanking {

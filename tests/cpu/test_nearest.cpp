@@ -34,7 +34,7 @@ TunedNeighbour neighbour(double distance, std::vector<db::CandidateStat> candida
   n.winner = best->schedule;
   std::vector<stats::Summary> s;
   for (const auto& c : n.candidates) s.push_back(c.summary());
-  n.pooled_spread = stats::pooled_relative_spread(s);
+  n.pooled_spread = stats::median_relative_stddev(s);
   return n;
 }
 
