@@ -332,7 +332,7 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
     n.pooled_spread = stats::median_relative_stddev(summaries);
     neighbours.push_back(std::move(n));
   }
-  const NearestRanking ranking = rank_nearest(neighbours, radius);
+  const NearestRanking ranking = rank_nearest(neighbours, radius, layers->policy().tie);
   Decision d;
   d.level = d.origin = DispatchLevel::Nearest;
   d.distance = near.front().first;
