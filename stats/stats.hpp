@@ -9,7 +9,7 @@
 // Each candidate is summarised by moments (count, mean, M2 as in Welford's update, min) and its
 // median: what the database stores per run, so a winner recomputed from stored statistics is the
 // one the tuner chose from its samples.
-//   relative spread r(c) = s.d. / median (with >= 3 samples; else 0), and the pooled spread is the
+//   relative s.d. r(c) = s.d. / median (with >= 3 samples; else 0), and the pooled spread is the
 //       median of the candidates' r (a hiccup in one candidate does not move it);
 //   se(a, b) = 1.2533 sqrt(ra^2 / na + rb^2 / nb), r = max(noise_floor, pooled, own): the standard
 //       error of the relative difference of two medians (1.2533 / sqrt(n) sigma for a median of n);
@@ -80,7 +80,7 @@ struct Summary {
   // Unbiased sample variance; 0 below two samples.
   double variance() const { return count > 1 ? m2 / static_cast<double>(count - 1) : 0.0; }
   // s.d. / median with at least 3 samples and a positive median, else 0 (too few to judge).
-  double relative_spread() const { return count >= 3 && median > 0.0 ? std::sqrt(variance()) / median : 0.0; }
+  double relative_stddev() const { return count >= 3 && median > 0.0 ? std::sqrt(variance()) / median : 0.0; }
 
   // Welford's update; the median is not maintained (see summarize).
   void add(double x) {
@@ -146,7 +146,7 @@ struct Stats {
   double spread = 0.0;  // robust standard deviation: kPairToSigma * median |x_j - x_k|
 
   // Robust relative spread, spread / median; 0 with fewer than 3 samples or a non-positive median.
-  double relative_spread() const { return count < 3 || !(median > 0.0) ? 0.0 : spread / median; }
+  double relative_pair_spread() const { return count < 3 || !(median > 0.0) ? 0.0 : spread / median; }
 };
 
 // Accumulates samples: Welford moments plus the samples themselves.
@@ -194,7 +194,7 @@ class SampleStats {
   // Pooled robust relative spread of several sample sets (each scaled by its own median):
   // kPairToSigma * the median of all within-set relative pairwise differences. Sets with fewer
   // than 2 samples contribute nothing; 0 when no set does.
-  static double pooled_relative_spread(const std::vector<const SampleStats*>& sets) {
+  static double pooled_pair_spread(const std::vector<const SampleStats*>& sets) {
     std::vector<double> diffs;
     for (const SampleStats* s : sets) {
       if (s->count() < 2) continue;
@@ -218,22 +218,38 @@ struct TiePolicy {
   double noise_floor = 0.005;  // lower bound on the relative spread assumed
 };
 
-// Median of the candidates' relative spreads (those with >= 3 samples); 0 when none has.
-inline double pooled_relative_spread(std::span<const Summary> candidates) {
+// Median of the candidates' relative standard deviations (those with >= 3 samples); 0 when none has.
+inline double median_relative_stddev(std::span<const Summary> candidates) {
   std::vector<double> r;
   for (const Summary& c : candidates)
-    if (c.count >= 3 && c.median > 0.0) r.push_back(c.relative_spread());
+    if (c.count >= 3 && c.median > 0.0) r.push_back(c.relative_stddev());
   return median_of(std::move(r));
 }
 
-// Standard error of the relative difference of the two medians.
-inline double median_difference_se(const Summary& a, const Summary& b, double pooled, const TiePolicy& p) {
+// Standard error of the relative difference of two medians of na and nb samples whose relative
+// spreads are ra and rb, each raised to `floor` first (a few samples can look accidentally tight).
+// The spreads' estimator is the caller's: the two overloads below.
+inline double median_difference_se(double ra, double na, double rb, double nb, double floor) {
   constexpr double kMedianEfficiency = 1.2533141373155003;  // sqrt(pi / 2)
-  const double floor = std::max(p.noise_floor, pooled);
-  const double ra = std::max(floor, a.relative_spread()), rb = std::max(floor, b.relative_spread());
-  const double na = static_cast<double>(std::max<int64_t>(a.count, 1));
-  const double nb = static_cast<double>(std::max<int64_t>(b.count, 1));
+  ra = std::max(floor, ra);
+  rb = std::max(floor, rb);
+  na = std::max(1.0, na);
+  nb = std::max(1.0, nb);
   return kMedianEfficiency * std::sqrt(ra * ra / na + rb * rb / nb);
+}
+
+// From stored moments (relative standard deviations): the winner policy's, which the database can
+// recompute. `pooled` is median_relative_stddev of all candidates.
+inline double median_difference_se(const Summary& a, const Summary& b, double pooled, const TiePolicy& p) {
+  return median_difference_se(a.relative_stddev(), static_cast<double>(a.count), b.relative_stddev(),
+                              static_cast<double>(b.count), std::max(p.noise_floor, pooled));
+}
+
+// From kept samples (robust pairwise spreads): the tuner's racing, which has every sample. `pooled`
+// is SampleStats::pooled_pair_spread of all measured candidates.
+inline double median_difference_se(const Stats& a, const Stats& b, double pooled, const TiePolicy& p) {
+  return median_difference_se(a.relative_pair_spread(), static_cast<double>(a.count), b.relative_pair_spread(),
+                              static_cast<double>(b.count), std::max(p.noise_floor, pooled));
 }
 
 // tolerance + z se: within it (relative), `candidate` is tied with `best`.
@@ -275,7 +291,7 @@ inline Choice choose_winner(std::span<const Named> candidates, std::size_t defau
     if (x.summary.median < b.summary.median || (x.summary.median == b.summary.median && x.name < b.name)) c.best = i;
   }
   if (c.best == Choice::npos) return c;
-  c.pooled_spread = pooled_relative_spread(all);
+  c.pooled_spread = median_relative_stddev(all);
   c.winner = c.best;
   if (default_index < candidates.size() && default_index != c.best &&
       tied(candidates[default_index].summary, candidates[c.best].summary, c.pooled_spread, p)) {

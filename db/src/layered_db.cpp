@@ -246,7 +246,7 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
   layers_.push_back(std::move(info));
 }
 
-LayeredDb::LayeredDb(Options options) {
+LayeredDb::LayeredDb(Options options) : policy_(options.db.policy) {
   fs::path user_path;
   if (options.user_path) {
     user_path = *options.user_path;

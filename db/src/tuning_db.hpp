@@ -462,6 +462,8 @@ class LayeredDb {
   const std::vector<std::unique_ptr<TuningDb>>& sites() const { return sites_; }
   const std::vector<std::unique_ptr<TuningDb>>& shipped() const { return shipped_; }
   const std::vector<std::string>& open_errors() const { return open_errors_; }
+  // The winner policy of Options::db: also the band by which a reader ties a row's candidates.
+  const WinnerPolicy& policy() const { return policy_; }
 
   // Every layer that was asked for, in priority order, and whether it is read.
   struct LayerInfo {
@@ -505,6 +507,7 @@ class LayeredDb {
   std::vector<std::unique_ptr<TuningDb>> shipped_;
   std::vector<LayerInfo> layers_;
   std::vector<std::string> open_errors_;
+  WinnerPolicy policy_;
   std::string no_user_reason_;
   std::mutex failed_mutex_;
   std::vector<const TuningDb*> failed_;  // read-only layers dropped after a failing read, damaged ones

@@ -333,10 +333,10 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
     TunedNeighbour n{distance, row.schedule, layers->pooled_candidates(row), 0.0};
     std::vector<stats::Summary> summaries;
     for (const db::CandidateStat& c : n.candidates) summaries.push_back(c.summary());
-    n.pooled_spread = stats::pooled_relative_spread(summaries);
+    n.pooled_spread = stats::median_relative_stddev(summaries);
     neighbours.push_back(std::move(n));
   }
-  const NearestRanking ranking = rank_nearest(neighbours, radius);
+  const NearestRanking ranking = rank_nearest(neighbours, radius, layers->policy().tie);
   Decision d;
   d.level = d.origin = DispatchLevel::Nearest;
   d.distance = near.front().first;

@@ -11,7 +11,7 @@
 
 namespace dfgnn {
 
-NearestRanking rank_nearest(const std::vector<TunedNeighbour>& neighbours, double radius) {
+NearestRanking rank_nearest(const std::vector<TunedNeighbour>& neighbours, double radius, const stats::TiePolicy& tie) {
   NearestRanking out;
   if (neighbours.empty() || !(neighbours.front().distance <= radius)) return out;
   const TunedNeighbour& nearest = neighbours.front();
@@ -24,7 +24,7 @@ NearestRanking rank_nearest(const std::vector<TunedNeighbour>& neighbours, doubl
   std::set<std::string> eligible{nearest.winner};
   if (const db::CandidateStat* best = best_of(nearest))
     for (const db::CandidateStat& c : nearest.candidates)
-      if (c.median_ms > 0 && stats::tied(c.summary(), best->summary(), nearest.pooled_spread, stats::TiePolicy{}))
+      if (c.median_ms > 0 && stats::tied(c.summary(), best->summary(), nearest.pooled_spread, tie))
         eligible.insert(c.schedule);
 
   std::map<std::string, std::pair<double, double>> votes;  // schedule -> (sum of w * slowdown, sum of w)

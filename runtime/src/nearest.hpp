@@ -3,6 +3,7 @@
 // replay of it can be checked against it (tests/cpu/test_nearest.cpp).
 #pragma once
 
+#include "stats.hpp"
 #include "tuning_db.hpp"
 
 #include <string>
@@ -15,7 +16,7 @@ struct TunedNeighbour {
   double distance = 0;                        // fingerprint_distance to the graph served
   std::string winner;                         // its stored winner
   std::vector<db::CandidateStat> candidates;  // every schedule it measured (pooled statistics)
-  double pooled_spread = 0;                   // stats::pooled_relative_spread of all of them
+  double pooled_spread = 0;                   // stats::median_relative_stddev of all of them
 };
 
 struct NearestRanking {
@@ -25,10 +26,10 @@ struct NearestRanking {
 
 // The rule. `neighbours` holds the tuned graphs within vote_radius, nearest first. No answer unless
 // the nearest lies within `radius`. Its winner and the schedules it measured tied with its best
-// (the winner policy's band, stats::tied) are eligible. Every neighbour rates the eligible schedules
+// (by stats::tied in the band `tie`: the database's winner policy) are eligible. Every neighbour rates the eligible schedules
 // it measured by their slowdown over its own best, weighted by exp(-distance / radius); the lowest
 // weighted mean comes first (ties: the text). With a single voter the nearest graph's winner
 // stands alone. A clear winner of the nearest graph (nothing tied with it) is never overridden.
-NearestRanking rank_nearest(const std::vector<TunedNeighbour>& neighbours, double radius);
+NearestRanking rank_nearest(const std::vector<TunedNeighbour>& neighbours, double radius, const stats::TiePolicy& tie);
 
 }  // namespace dfgnn

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -34,14 +35,14 @@ TunedNeighbour neighbour(double distance, std::vector<db::CandidateStat> candida
   n.winner = best->schedule;
   std::vector<stats::Summary> s;
   for (const auto& c : n.candidates) s.push_back(c.summary());
-  n.pooled_spread = stats::pooled_relative_spread(s);
+  n.pooled_spread = stats::median_relative_stddev(s);
   return n;
 }
 
 TEST(Nearest, NoAnswerBeyondTheRadius) {
-  EXPECT_TRUE(rank_nearest({}, 1.0).schedules.empty());
-  EXPECT_TRUE(rank_nearest({neighbour(1.5, {cand("x", 1.0)})}, 1.0).schedules.empty());
-  const NearestRanking r = rank_nearest({neighbour(0.5, {cand("x", 1.0), cand("y", 2.0)})}, 1.0);
+  EXPECT_TRUE(rank_nearest({}, 1.0, stats::TiePolicy{}).schedules.empty());
+  EXPECT_TRUE(rank_nearest({neighbour(1.5, {cand("x", 1.0)})}, 1.0, stats::TiePolicy{}).schedules.empty());
+  const NearestRanking r = rank_nearest({neighbour(0.5, {cand("x", 1.0), cand("y", 2.0)})}, 1.0, stats::TiePolicy{});
   EXPECT_EQ(r.schedules, std::vector<std::string>{"x"});
   EXPECT_EQ(r.voters, 1);
 }
@@ -50,19 +51,35 @@ TEST(Nearest, FartherGraphsBreakTheNearestGraphsTieOnly) {
   // Nearest: x ahead of y by 1% (inside the winner policy's band). A farther graph: y far ahead.
   const std::vector<TunedNeighbour> tie = {neighbour(0.2, {cand("x", 1.0), cand("y", 1.01), cand("z", 1.5)}),
                                            neighbour(0.8, {cand("x", 1.8), cand("y", 1.0), cand("z", 0.5)})};
-  NearestRanking r = rank_nearest(tie, 1.0);
+  NearestRanking r = rank_nearest(tie, 1.0, stats::TiePolicy{});
   EXPECT_EQ(r.voters, 2);
   // z is not eligible (clearly slower on the nearest graph), however much the far graph likes it.
   EXPECT_EQ(r.schedules, (std::vector<std::string>{"y", "x"}));
   // A clear winner of the nearest graph stands.
   const std::vector<TunedNeighbour> clear = {neighbour(0.2, {cand("x", 1.0), cand("y", 1.3)}),
                                              neighbour(0.8, {cand("x", 1.8), cand("y", 1.0)})};
-  EXPECT_EQ(rank_nearest(clear, 1.0).schedules.front(), "x");
+  EXPECT_EQ(rank_nearest(clear, 1.0, stats::TiePolicy{}).schedules.front(), "x");
   // The vote weights exp(-d / radius): the same far graph at a larger distance counts less, and
   // the nearest graph's 1% then decides.
   const std::vector<TunedNeighbour> faint = {neighbour(0.0, {cand("x", 1.0), cand("y", 1.01)}),
                                              neighbour(20.0, {cand("x", 1.8), cand("y", 1.0)})};
-  EXPECT_EQ(rank_nearest(faint, 1.0).schedules.front(), "x");
+  EXPECT_EQ(rank_nearest(faint, 1.0, stats::TiePolicy{}).schedules.front(), "x");
+}
+
+// Eligibility is judged in the band of the database's winner policy, not a built-in one: a band
+// wide enough makes the nearest graph's 30% a tie, which the farther graph then breaks.
+TEST(Nearest, EligibilityFollowsTheDatabasesWinnerPolicy) {
+  const std::vector<TunedNeighbour> g = {neighbour(0.2, {cand("x", 1.0), cand("y", 1.3)}),
+                                         neighbour(0.8, {cand("x", 1.8), cand("y", 1.0)})};
+  EXPECT_EQ(rank_nearest(g, 1.0, stats::TiePolicy{}).schedules, std::vector<std::string>{"x"});
+  db::LayeredDb::Options options;  // no layers: only the policy matters here
+  options.user_path = std::filesystem::path();
+  options.site_paths = std::vector<std::filesystem::path>{};
+  options.shipped_paths = std::vector<std::filesystem::path>{};
+  options.db.policy.tie.tolerance = 0.5;
+  const db::LayeredDb layers(options);
+  EXPECT_EQ(layers.policy().tie.tolerance, 0.5);
+  EXPECT_EQ(rank_nearest(g, 1.0, layers.policy().tie).schedules, (std::vector<std::string>{"y", "x"}));
 }
 
 TEST(Nearest, BuiltInCalibrationReadsAndBadDocumentsAreNamed) {
@@ -173,7 +190,7 @@ TEST(Nearest, ScriptReplayMatchesTheRuntime) {
     std::vector<TunedNeighbour> neighbours;
     for (const auto& [key, c] : near) neighbours.push_back({key.first, c->winner, c->candidates, c->pooled_spread});
     std::string chosen;  // the first ranked schedule measured on the left-out graph, as the replay scores it
-    for (const std::string& s : rank_nearest(neighbours, cal.radius).schedules)
+    for (const std::string& s : rank_nearest(neighbours, cal.radius, stats::TiePolicy{}).schedules)
       if (std::any_of(target.candidates.begin(), target.candidates.end(), [&](const auto& c) { return c.schedule == s; })) {
         chosen = s;
         break;

@@ -239,14 +239,14 @@ TEST(TunerSearch, StatsWelfordMedianMad) {
   EXPECT_DOUBLE_EQ(st.min, 1.0);
   EXPECT_DOUBLE_EQ(st.max, 9.0);
   EXPECT_NEAR(st.spread, kPairToSigma * 3.0, 1e-12);  // median of the 28 pairwise |x_j - x_k|
-  EXPECT_NEAR(st.relative_spread(), kPairToSigma * 3.0 / 3.5, 1e-12);
+  EXPECT_NEAR(st.relative_pair_spread(), kPairToSigma * 3.0 / 3.5, 1e-12);
   // Pooled over sets, each scaled by its own median: {1, 2, 3} -> 0.5, 0.5, 1; {10, 10} -> 0.
   SampleStats p1, p2, p3;
   for (double x : {1.0, 2.0, 3.0}) p1.add(x);
   for (double x : {10.0, 10.0}) p2.add(x);
   p3.add(5.0);
-  EXPECT_NEAR(SampleStats::pooled_relative_spread({&p1, &p2, &p3}), kPairToSigma * 0.5, 1e-12);
-  EXPECT_EQ(SampleStats::pooled_relative_spread({&p3}), 0.0);
+  EXPECT_NEAR(SampleStats::pooled_pair_spread({&p1, &p2, &p3}), kPairToSigma * 0.5, 1e-12);
+  EXPECT_EQ(SampleStats::pooled_pair_spread({&p3}), 0.0);
   EXPECT_DOUBLE_EQ(median_of({5.0, 1.0, 3.0}), 3.0);
   EXPECT_DOUBLE_EQ(median_of({}), 0.0);
 
@@ -257,7 +257,7 @@ TEST(TunerSearch, StatsWelfordMedianMad) {
   SampleStats one;
   one.add(2.0);
   EXPECT_EQ(one.variance(), 0.0);
-  EXPECT_EQ(one.summary().relative_spread(), 0.0);  // fewer than 3 samples
+  EXPECT_EQ(one.summary().relative_pair_spread(), 0.0);  // fewer than 3 samples
 }
 
 TEST(TunerSearch, EliminationMarginShrinksWithSamplesTowardsTolerance) {
@@ -270,10 +270,10 @@ TEST(TunerSearch, EliminationMarginShrinksWithSamplesTowardsTolerance) {
     a.count = b.count = n;
     const double m = elimination_margin(a, b, 0.0, o);
     EXPECT_LT(m, previous);
-    EXPECT_GT(m, o.tie_tolerance);
+    EXPECT_GT(m, o.tie.tolerance);
     previous = m;
   }
-  EXPECT_NEAR(previous, o.tie_tolerance, 0.002);
+  EXPECT_NEAR(previous, o.tie.tolerance, 0.002);
   // At n = 3: 2% + 3 * 1.2533 * sqrt(2 * 0.02^2 / 3) = 2% + 6.14%.
   a.count = b.count = 3;
   EXPECT_NEAR(elimination_margin(a, b, 0.0, o), 0.02 + 3 * 1.2533141 * std::sqrt(2 * 0.0004 / 3), 1e-6);
@@ -284,7 +284,7 @@ TEST(TunerSearch, EliminationMarginShrinksWithSamplesTowardsTolerance) {
   EXPECT_NEAR(elimination_margin(a, b, 0.03, o), 0.02 + 3 * 1.2533141 * std::sqrt(2 * 0.03 * 0.03 / 3), 1e-6);
   // The decision's tie band (the shared winner policy, stats.hpp) is the tolerance plus tie_z
   // standard errors of the same noise model, inside the elimination margin.
-  const stats::TiePolicy policy = tie_policy(o);
+  const stats::TiePolicy policy = o.tie;
   stats::Summary sa, sb;
   sa.count = sb.count = 3;
   sa.median = sb.median = 1.0;
@@ -520,7 +520,7 @@ TEST(TunerSearch, BudgetExhaustionReturnsMeasuredWinner) {
       }
       // The winner is the best among what was measured (and still standing).
       if (c.status == CandidateStatus::Measured) {
-        EXPECT_LE(w.stats.median, c.stats.median * (1.0 + o.tie_tolerance));
+        EXPECT_LE(w.stats.median, c.stats.median * (1.0 + o.tie.tolerance));
       }
     }
     if (budget <= 0.1) {
@@ -745,9 +745,9 @@ TEST(TunerSearch, PrepareInlineWithoutThreads) {
 // stores (tuner/src/tune.cpp: every timed, non-failed candidate), picks the tuner's winner. Over
 // noisy landscapes with near-ties of the default, clear winners and budget-cut searches.
 TEST(TunerSearch, DatabaseRecomputesTheTunersWinner) {
-  EXPECT_EQ(tie_policy(SearchOptions{}).tolerance, db::WinnerPolicy{}.tie.tolerance);
-  EXPECT_EQ(tie_policy(SearchOptions{}).z, db::WinnerPolicy{}.tie.z);
-  EXPECT_EQ(tie_policy(SearchOptions{}).noise_floor, db::WinnerPolicy{}.tie.noise_floor);
+  EXPECT_EQ(SearchOptions{}.tie.tolerance, db::WinnerPolicy{}.tie.tolerance);
+  EXPECT_EQ(SearchOptions{}.tie.z, db::WinnerPolicy{}.tie.z);
+  EXPECT_EQ(SearchOptions{}.tie.noise_floor, db::WinnerPolicy{}.tie.noise_floor);
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("dfgnn-winner-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

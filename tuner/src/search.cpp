@@ -21,9 +21,6 @@ namespace dfgnn::tuner {
 
 namespace {
 
-// Standard error of the median of n samples with standard deviation sigma: sqrt(pi/2) sigma/sqrt(n).
-constexpr double kMedianEfficiency = 1.2533141373155003;
-
 std::string exception_message(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
@@ -145,19 +142,6 @@ class PreparePool {
   std::vector<std::thread> workers_;
 };
 
-enum class State { Pending, Alive, Eliminated, Failed };
-
-struct Slot {
-  State state = State::Pending;
-  SampleStats samples;
-  Stats stats;  // summary of `samples`, refreshed after each sample
-  int eliminated_round = -1;
-  Stage failed_stage = Stage::None;
-  std::string failure;
-  bool prepared = false;
-  bool verified = false;
-};
-
 void validate(const std::vector<Candidate>& candidates, const SearchOptions& o) {
   if (candidates.empty()) throw std::invalid_argument("tuner search: no candidates");
   std::size_t defaults = 0;
@@ -174,14 +158,406 @@ void validate(const std::vector<Candidate>& candidates, const SearchOptions& o) 
   if (o.min_samples < 1 || o.max_samples < 1 || o.tie_samples < o.max_samples ||
       o.min_samples > o.max_samples)
     throw std::invalid_argument("tuner search: need 1 <= min_samples <= max_samples <= tie_samples");
-  if (!(o.tie_tolerance >= 0.0) || !(o.confidence_z >= 0.0) || !(o.tie_z >= 0.0) || !(o.noise_floor >= 0.0))
+  if (!(o.tie.tolerance >= 0.0) || !(o.confidence_z >= 0.0) || !(o.tie.z >= 0.0) || !(o.tie.noise_floor >= 0.0))
     throw std::invalid_argument(
-        "tuner search: tie_tolerance, confidence_z, tie_z and noise_floor must be >= 0");
+        "tuner search: tie.tolerance, confidence_z, tie.z and tie.noise_floor must be >= 0");
   if (o.prepare_threads < 0 || o.prepare_ahead < 0)
     throw std::invalid_argument("tuner search: prepare_threads and prepare_ahead must be >= 0");
 }
 
+enum class State { Pending, Alive, Eliminated, Failed };
+
+struct Slot {
+  State state = State::Pending;
+  SampleStats samples;
+  Stats stats;  // summary of `samples`, refreshed after each sample
+  int eliminated_round = -1;
+  Stage failed_stage = Stage::None;
+  std::string failure;
+  bool prepared = false;
+  bool verified = false;
+};
+
+constexpr std::size_t npos = SearchResult::npos;
+
+double steady_clock_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::size_t default_index(const std::vector<Candidate>& candidates) {
+  std::size_t def = 0;
+  while (!candidates[def].is_default) ++def;
+  return def;
+}
+
+// The default first, then the enumeration order.
+std::vector<std::size_t> visiting_order(std::size_t count, std::size_t def) {
+  std::vector<std::size_t> order{def};
+  for (std::size_t i = 0; i < count; ++i)
+    if (i != def) order.push_back(i);
+  return order;
+}
+
+// One search of the protocol in search.hpp: screen() runs round 0, round() each racing round,
+// decide() chooses and reports, once, at the end.
+class Race {
+ public:
+  Race(const std::vector<Candidate>& candidates, Measurer& measurer, const SearchOptions& options);
+
+  // Round 0: each candidate, in visiting order, is prepared, verified, warmed up and timed once.
+  void screen();
+  // The next racing round; false, having run nothing, when the race is over.
+  bool round();
+  // The winner policy over every timed, non-failed candidate; the result with its records and reason.
+  SearchResult decide();
+
+ private:
+  std::vector<CandidateRecord> records() const;
+  std::string reason(std::size_t best, double kept_within) const;
+  void set_winner(std::size_t winner);
+  bool screen_candidate(PreparePool& pool, std::size_t pos);
+  bool time_once(std::size_t i);
+  template <typename Call>
+  bool attempt(std::size_t i, Stage stage, Call&& call);
+  void fail(std::size_t i, Stage stage, std::string message);
+  bool out_of_budget();
+  std::vector<std::size_t> wanting_samples(const std::vector<std::size_t>& live) const;
+  void eliminate(int after_round);
+  void drop(std::size_t i, std::size_t leader, int after_round);
+  bool faster(std::size_t a, std::size_t b) const;
+  bool in_decision(std::size_t i) const;
+  std::vector<std::size_t> alive() const;
+  double pooled_spread() const;
+  void log(LogLevel level, const std::string& message) const;
+
+  const std::vector<Candidate>& candidates_;
+  Measurer& measurer_;
+  const SearchOptions& options_;
+  std::shared_ptr<spdlog::logger> fallback_log_;  // the library's logger, when the caller gave no sink
+  std::function<double()> clock_;
+  std::size_t default_;
+  std::vector<std::size_t> order_;  // visiting order
+  std::vector<Slot> slots_;
+  SearchResult result_;
+  double start_s_;
+  bool any_sample_ = false;
+};
+
+Race::Race(const std::vector<Candidate>& candidates, Measurer& measurer, const SearchOptions& options)
+    : candidates_(candidates),
+      measurer_(measurer),
+      options_(options),
+      fallback_log_(options.log ? nullptr : spdlog::get("dfgnn")),
+      clock_(options.clock ? options.clock : std::function<double()>(steady_clock_seconds)),
+      default_(default_index(candidates)),
+      order_(visiting_order(candidates.size(), default_)),
+      slots_(candidates.size()),
+      start_s_(clock_()) {}
+
+void Race::screen() {
+  PreparePool pool(measurer_, candidates_, order_, options_.prepare_threads, options_.prepare_ahead);
+  for (std::size_t pos = 0; pos < order_.size(); ++pos)
+    if (!screen_candidate(pool, pos)) break;
+  pool.stop();
+  result_.prepares = pool.started();
+  result_.rounds = 1;
+  if (!result_.budget_exhausted) eliminate(0);
+}
+
+// Round 0 for the candidate at visiting position `pos`; false once the budget is spent.
+bool Race::screen_candidate(PreparePool& pool, std::size_t pos) {
+  const std::size_t i = order_[pos];
+  const std::string& text = candidates_[i].text;
+  if (out_of_budget()) return false;
+  const PreparePool::Outcome prepared = pool.wait(pos);
+  if (!prepared.ok) {
+    fail(i, Stage::Prepare, prepared.error);
+    return true;
+  }
+  slots_[i].prepared = true;
+  if (out_of_budget()) return false;
+  result_.verifications += 1;
+  VerifyResult verdict;
+  if (!attempt(i, Stage::Verify, [&] { verdict = measurer_.verify(i, text); })) return true;
+  if (!verdict.ok) {
+    fail(i, Stage::Verify, verdict.reason.empty() ? "wrong result" : verdict.reason);
+    return true;
+  }
+  slots_[i].verified = true;
+  if (out_of_budget()) return false;
+  result_.warmups += 1;
+  if (!attempt(i, Stage::Warmup, [&] { measurer_.warmup(i, text); })) return true;
+  if (out_of_budget()) return false;
+  if (time_once(i)) slots_[i].state = State::Alive;
+  return true;
+}
+
+bool Race::round() {
+  if (result_.budget_exhausted) return false;
+  const std::vector<std::size_t> live = alive();
+  if (live.size() <= 1) return false;
+  std::vector<std::size_t> want = wanting_samples(live);
+  if (want.empty()) return false;
+  const int number = result_.rounds;  // the rounds run so far count the screening, round 0
+  std::rotate(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(number % want.size()), want.end());
+  result_.rounds = number + 1;
+  for (std::size_t i : want) {
+    if (out_of_budget()) break;
+    time_once(i);
+  }
+  if (!result_.budget_exhausted) eliminate(number);
+  return true;
+}
+
+// The survivors, in visiting order, with fewer samples than their cap: tie_samples for the
+// near-ties of the leader when there are two or more of them, else max_samples.
+std::vector<std::size_t> Race::wanting_samples(const std::vector<std::size_t>& live) const {
+  std::size_t lead = live.front();
+  for (std::size_t i : live)
+    if (faster(i, lead)) lead = i;
+  const double pooled = pooled_spread();
+  std::vector<char> near(slots_.size(), 0);
+  std::size_t near_count = 0;
+  for (std::size_t i : live)
+    if (near_tie(slots_[i].stats, slots_[lead].stats, pooled, options_)) {
+      near[i] = 1;
+      near_count += 1;
+    }
+  std::vector<std::size_t> want;
+  for (std::size_t i : live) {
+    const int cap = (near_count >= 2 && near[i]) ? options_.tie_samples : options_.max_samples;
+    if (slots_[i].stats.count < static_cast<std::size_t>(cap)) want.push_back(i);
+  }
+  return want;
+}
+
+// Elimination after round `after_round` (the rule in search.hpp).
+void Race::eliminate(int after_round) {
+  const std::vector<std::size_t> live = alive();
+  const std::size_t min_n = static_cast<std::size_t>(options_.min_samples);
+  std::size_t leader = npos;
+  for (std::size_t i : live)
+    if (slots_[i].stats.count >= min_n && (leader == npos || faster(i, leader))) leader = i;
+  if (leader == npos) return;
+  const double pooled = pooled_spread();
+  std::size_t left = live.size();
+  for (std::size_t i : live) {
+    if (i == leader || i == default_ || slots_[i].stats.count < min_n) continue;
+    if (clearly_slower(slots_[i].stats, slots_[leader].stats, pooled, options_)) {
+      drop(i, leader, after_round);
+      left -= 1;
+    }
+  }
+  // The default goes last: only when the leader is the only other survivor.
+  const Slot& d = slots_[default_];
+  if (default_ != leader && d.state == State::Alive && left == 2 && d.stats.count >= min_n &&
+      clearly_slower(d.stats, slots_[leader].stats, pooled, options_))
+    drop(default_, leader, after_round);
+}
+
+void Race::drop(std::size_t i, std::size_t leader, int after_round) {
+  slots_[i].state = State::Eliminated;
+  slots_[i].eliminated_round = after_round;
+  log(LogLevel::Debug, "round " + std::to_string(after_round) + ": eliminated '" + candidates_[i].text + "' (median " +
+                           std::to_string(slots_[i].stats.median) + " ms vs leader " +
+                           std::to_string(slots_[leader].stats.median) + " ms)");
+}
+
+SearchResult Race::decide() {
+  std::vector<std::size_t> timed;  // positions in `named`, as candidate indices
+  std::vector<stats::Named> named;
+  std::size_t default_in_timed = stats::Choice::npos;
+  for (std::size_t i : order_)
+    if (in_decision(i)) {
+      if (i == default_) default_in_timed = timed.size();
+      timed.push_back(i);
+      named.push_back({candidates_[i].text, slots_[i].samples.moments()});
+    }
+  result_.default_index = default_;
+  result_.default_text = candidates_[default_].text;
+  result_.default_stats = slots_[default_].stats;
+  result_.default_failed = slots_[default_].state == State::Failed;
+
+  const stats::Choice choice = stats::choose_winner(named, default_in_timed, options_.tie);
+  result_.kept_default_on_tie = choice.kept_default;
+  if (choice.winner != stats::Choice::npos) set_winner(timed[choice.winner]);
+  const std::size_t best = choice.best == stats::Choice::npos ? npos : timed[choice.best];
+  const double kept_within = choice.kept_default ? stats::tie_margin(named[choice.winner].summary,
+                                                                     named[choice.best].summary,
+                                                                     choice.pooled_spread, options_.tie)
+                                                 : 0.0;
+  result_.candidates = records();
+  result_.reason = reason(best, kept_within);
+  result_.elapsed_s = clock_() - start_s_;
+  log(LogLevel::Info, result_.found ? "chose '" + result_.winner + "': " + result_.reason : result_.reason);
+  return std::move(result_);
+}
+
+// The winner, the runner-up (the fastest other candidate in the decision) and the speedup.
+void Race::set_winner(std::size_t winner) {
+  result_.found = true;
+  result_.winner_index = winner;
+  result_.winner = candidates_[winner].text;
+  result_.winner_stats = slots_[winner].stats;
+  std::size_t runner_up = npos;
+  for (std::size_t i : order_)
+    if (i != winner && in_decision(i) && (runner_up == npos || faster(i, runner_up))) runner_up = i;
+  if (runner_up != npos) {
+    result_.has_runner_up = true;
+    result_.runner_up_index = runner_up;
+    result_.runner_up = candidates_[runner_up].text;
+    result_.runner_up_stats = slots_[runner_up].stats;
+  }
+  const Slot& d = slots_[default_];
+  if (!result_.default_failed && d.stats.count > 0)
+    result_.speedup_over_default = d.stats.median / slots_[winner].stats.median;
+}
+
+std::vector<CandidateRecord> Race::records() const {
+  std::vector<CandidateRecord> records(slots_.size());
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    CandidateRecord& r = records[i];
+    r.text = candidates_[i].text;
+    r.is_default = candidates_[i].is_default;
+    r.status = s.state == State::Alive        ? CandidateStatus::Measured
+               : s.state == State::Eliminated ? CandidateStatus::Eliminated
+               : s.state == State::Failed     ? CandidateStatus::Failed
+                                              : CandidateStatus::NotMeasured;
+    r.eliminated_round = s.eliminated_round;
+    r.failed_stage = s.failed_stage;
+    r.failure = s.failure;
+    r.prepared = s.prepared;
+    r.verified = s.verified;
+    r.stats = s.stats;
+    r.samples = s.samples.samples();
+  }
+  return records;
+}
+
+// The one-line reason of search.hpp; `best` is the lowest median, `kept_within` the tie margin
+// the default was kept within.
+std::string Race::reason(std::size_t best, double kept_within) const {
+  const SearchResult& r = result_;
+  const Slot& d = slots_[default_];
+  const std::string default_failure =
+      std::string("default failed ") + stage_name(d.failed_stage) + " (" + d.failure + ")";
+  std::string reason;
+  if (!r.found) {
+    reason = r.default_failed ? "no valid candidate: " + default_failure + " and no other candidate could be timed"
+                              : "no valid candidate: none could be timed";
+  } else if (r.winner_index == default_) {
+    if (r.kept_default_on_tie) {
+      reason = "tied with default within " + percent(kept_within) + " ('" + candidates_[best].text + "' was " +
+               percent(1.0 - slots_[best].stats.median / d.stats.median) + " faster), kept default";
+    } else if (r.has_runner_up) {
+      reason = "default is fastest; runner-up '" + r.runner_up + "' is " +
+               percent(r.runner_up_stats.median / d.stats.median - 1.0) + " slower";
+    } else {
+      reason = "default is the only valid measured candidate";
+    }
+  } else if (r.default_failed) {
+    reason = default_failure + "; fastest valid candidate";
+    if (r.has_runner_up)
+      reason += ", " + percent(r.runner_up_stats.median / r.winner_stats.median - 1.0) + " ahead of runner-up";
+  } else if (d.stats.count > 0) {
+    reason = "fastest by " + percent(r.speedup_over_default - 1.0) + " over default";
+  } else {
+    reason = "fastest measured candidate (default not measured)";
+  }
+  if (r.budget_exhausted) {
+    const auto measured = std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.stats.count > 0; });
+    reason += "; budget exhausted with " + std::to_string(measured) + " of " + std::to_string(slots_.size()) +
+              " candidates measured";
+  }
+  return reason;
+}
+
+// One timing sample; false if the candidate failed.
+bool Race::time_once(std::size_t i) {
+  result_.timings += 1;
+  double ms = 0.0;
+  if (!attempt(i, Stage::Time, [&] { ms = measurer_.time(i, candidates_[i].text); })) return false;
+  if (!std::isfinite(ms) || !(ms > 0.0)) {
+    fail(i, Stage::Time, "time() returned " + std::to_string(ms) + " ms, not a positive finite time");
+    return false;
+  }
+  Slot& s = slots_[i];
+  s.samples.add(ms);
+  s.stats = s.samples.summary();
+  any_sample_ = true;
+  return true;
+}
+
+// One measurer call for candidate i; one that throws fails the candidate at `stage`.
+template <typename Call>
+bool Race::attempt(std::size_t i, Stage stage, Call&& call) {
+  try {
+    call();
+    return true;
+  } catch (...) {
+    fail(i, stage, exception_message(std::current_exception()));
+    return false;
+  }
+}
+
+void Race::fail(std::size_t i, Stage stage, std::string message) {
+  Slot& s = slots_[i];
+  s.state = State::Failed;
+  s.failed_stage = stage;
+  s.failure = std::move(message);
+  log(LogLevel::Warn, "candidate '" + candidates_[i].text + "'" + (candidates_[i].is_default ? " (the default)" : "") +
+                          " failed at " + stage_name(stage) + ": " + s.failure);
+}
+
+// Not enforced until some candidate has a sample: a result with nothing measured is useless.
+bool Race::out_of_budget() {
+  if (result_.budget_exhausted) return true;
+  if (!any_sample_ || std::isinf(options_.budget_s)) return false;
+  if (clock_() - start_s_ >= options_.budget_s) result_.budget_exhausted = true;
+  return result_.budget_exhausted;
+}
+
+// Lowest median, exact ties by smaller text.
+bool Race::faster(std::size_t a, std::size_t b) const {
+  const double ma = slots_[a].stats.median, mb = slots_[b].stats.median;
+  if (ma != mb) return ma < mb;
+  return candidates_[a].text < candidates_[b].text;
+}
+
+// Timed and not failed (survivors and eliminated ones): what the decision, and the database, see.
+bool Race::in_decision(std::size_t i) const {
+  return (slots_[i].state == State::Alive || slots_[i].state == State::Eliminated) && slots_[i].stats.count > 0;
+}
+
+std::vector<std::size_t> Race::alive() const {
+  std::vector<std::size_t> v;
+  for (std::size_t i : order_)
+    if (slots_[i].state == State::Alive) v.push_back(i);
+  return v;
+}
+
+double Race::pooled_spread() const {
+  std::vector<const SampleStats*> sets;
+  for (const Slot& s : slots_)
+    if (s.state == State::Alive || s.state == State::Eliminated) sets.push_back(&s.samples);
+  return SampleStats::pooled_pair_spread(sets);
+}
+
+// The caller's sink, else the library's logger if it exists.
+void Race::log(LogLevel level, const std::string& message) const {
+  if (options_.log) {
+    options_.log(level, message);
+  } else if (fallback_log_) {
+    const auto lvl = level == LogLevel::Warn   ? spdlog::level::warn
+                     : level == LogLevel::Info ? spdlog::level::info
+                                               : spdlog::level::debug;
+    fallback_log_->log(lvl, "tuner: {}", message);
+  }
+}
+
 }  // namespace
+
 
 const char* status_name(CandidateStatus status) {
   switch (status) {
@@ -215,21 +591,10 @@ std::string CandidateRecord::describe() const {
   return "?";
 }
 
-double median_difference_se(const Stats& a, const Stats& b, double pooled_spread, const SearchOptions& o) {
-  const double floor = std::max(o.noise_floor, pooled_spread);
-  const double ra = std::max(floor, a.relative_spread());
-  const double rb = std::max(floor, b.relative_spread());
-  const double na = static_cast<double>(std::max<std::size_t>(a.count, 1));
-  const double nb = static_cast<double>(std::max<std::size_t>(b.count, 1));
-  return kMedianEfficiency * std::sqrt(ra * ra / na + rb * rb / nb);
-}
-
 double elimination_margin(const Stats& candidate, const Stats& leader, double pooled_spread,
                           const SearchOptions& o) {
-  return o.tie_tolerance + o.confidence_z * median_difference_se(candidate, leader, pooled_spread, o);
+  return o.tie.tolerance + o.confidence_z * stats::median_difference_se(candidate, leader, pooled_spread, o.tie);
 }
-
-stats::TiePolicy tie_policy(const SearchOptions& o) { return {o.tie_tolerance, o.tie_z, o.noise_floor}; }
 
 bool clearly_slower(const Stats& candidate, const Stats& leader, double pooled_spread,
                     const SearchOptions& o) {
@@ -238,302 +603,18 @@ bool clearly_slower(const Stats& candidate, const Stats& leader, double pooled_s
 
 bool near_tie(const Stats& candidate, const Stats& leader, double pooled_spread, const SearchOptions& o) {
   const double margin =
-      o.tie_tolerance + 2.0 * o.tie_z * median_difference_se(candidate, leader, pooled_spread, o);
+      o.tie.tolerance + 2.0 * o.tie.z * stats::median_difference_se(candidate, leader, pooled_spread, o.tie);
   return candidate.median <= leader.median * (1.0 + margin);
 }
 
 SearchResult search(const std::vector<Candidate>& candidates, Measurer& measurer,
                     const SearchOptions& options) {
   validate(candidates, options);
-  const SearchOptions& o = options;
-  const std::size_t n = candidates.size();
-
-  // Logging: the caller's sink, else the library's logger if it exists.
-  std::shared_ptr<spdlog::logger> fallback = o.log ? nullptr : spdlog::get("dfgnn");
-  auto log = [&](LogLevel level, const std::string& message) {
-    if (o.log) {
-      o.log(level, message);
-    } else if (fallback) {
-      const auto lvl = level == LogLevel::Warn   ? spdlog::level::warn
-                       : level == LogLevel::Info ? spdlog::level::info
-                                                 : spdlog::level::debug;
-      fallback->log(lvl, "tuner: {}", message);
-    }
-  };
-
-  const std::function<double()> clock = o.clock ? o.clock : std::function<double()>([] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  });
-
-  // Visiting order: the default first, then the enumeration order.
-  std::size_t def = 0;
-  while (!candidates[def].is_default) ++def;
-  std::vector<std::size_t> order{def};
-  for (std::size_t i = 0; i < n; ++i)
-    if (i != def) order.push_back(i);
-
-  SearchResult result;
-  std::vector<Slot> slots(n);
-  const double t0 = clock();
-  bool any_sample = false;
-
-  auto out_of_budget = [&] {
-    if (result.budget_exhausted) return true;
-    if (!any_sample || std::isinf(o.budget_s)) return false;
-    if (clock() - t0 >= o.budget_s) result.budget_exhausted = true;
-    return result.budget_exhausted;
-  };
-  auto fail = [&](std::size_t i, Stage stage, std::string message) {
-    Slot& s = slots[i];
-    s.state = State::Failed;
-    s.failed_stage = stage;
-    s.failure = std::move(message);
-    log(LogLevel::Warn, "candidate '" + candidates[i].text + "'" +
-                            (candidates[i].is_default ? " (the default)" : "") + " failed at " +
-                            stage_name(stage) + ": " + s.failure);
-  };
-  // One timing sample; false if the candidate failed.
-  auto time_once = [&](std::size_t i) {
-    result.timings += 1;
-    double ms = 0.0;
-    try {
-      ms = measurer.time(i, candidates[i].text);
-    } catch (...) {
-      fail(i, Stage::Time, exception_message(std::current_exception()));
-      return false;
-    }
-    if (!std::isfinite(ms) || !(ms > 0.0)) {
-      fail(i, Stage::Time, "time() returned " + std::to_string(ms) + " ms, not a positive finite time");
-      return false;
-    }
-    slots[i].samples.add(ms);
-    slots[i].stats = slots[i].samples.summary();
-    any_sample = true;
-    return true;
-  };
-  // Lowest median, exact ties by smaller text.
-  auto faster = [&](std::size_t a, std::size_t b) {
-    const double ma = slots[a].stats.median, mb = slots[b].stats.median;
-    if (ma != mb) return ma < mb;
-    return candidates[a].text < candidates[b].text;
-  };
-  auto alive = [&] {
-    std::vector<std::size_t> v;
-    for (std::size_t i : order)
-      if (slots[i].state == State::Alive) v.push_back(i);
-    return v;
-  };
-  auto pooled_spread = [&] {
-    std::vector<const SampleStats*> sets;
-    for (const Slot& s : slots)
-      if (s.state == State::Alive || s.state == State::Eliminated) sets.push_back(&s.samples);
-    return SampleStats::pooled_relative_spread(sets);
-  };
-  // Elimination after round `round` (the rule in search.hpp).
-  auto eliminate = [&](int round) {
-    const std::vector<std::size_t> live = alive();
-    const std::size_t min_n = static_cast<std::size_t>(o.min_samples);
-    std::size_t leader = SearchResult::npos;
-    for (std::size_t i : live)
-      if (slots[i].stats.count >= min_n && (leader == SearchResult::npos || faster(i, leader))) leader = i;
-    if (leader == SearchResult::npos) return;
-    const double pooled = pooled_spread();
-    auto drop = [&](std::size_t i) {
-      slots[i].state = State::Eliminated;
-      slots[i].eliminated_round = round;
-      log(LogLevel::Debug, "round " + std::to_string(round) + ": eliminated '" + candidates[i].text +
-                               "' (median " + std::to_string(slots[i].stats.median) + " ms vs leader " +
-                               std::to_string(slots[leader].stats.median) + " ms)");
-    };
-    std::size_t left = live.size();
-    for (std::size_t i : live) {
-      if (i == leader || i == def || slots[i].stats.count < min_n) continue;
-      if (clearly_slower(slots[i].stats, slots[leader].stats, pooled, o)) {
-        drop(i);
-        left -= 1;
-      }
-    }
-    // The default goes last: only when the leader is the only other survivor.
-    if (def != leader && slots[def].state == State::Alive && left == 2 && slots[def].stats.count >= min_n &&
-        clearly_slower(slots[def].stats, slots[leader].stats, pooled, o))
-      drop(def);
-  };
-
-  // ---- round 0: screening, in visiting order.
-  {
-    PreparePool pool(measurer, candidates, order, o.prepare_threads, o.prepare_ahead);
-    for (std::size_t pos = 0; pos < n; ++pos) {
-      const std::size_t i = order[pos];
-      const std::string& text = candidates[i].text;
-      if (out_of_budget()) break;
-      const PreparePool::Outcome prepared = pool.wait(pos);
-      if (!prepared.ok) {
-        fail(i, Stage::Prepare, prepared.error);
-        continue;
-      }
-      slots[i].prepared = true;
-      if (out_of_budget()) break;
-      result.verifications += 1;
-      try {
-        const VerifyResult v = measurer.verify(i, text);
-        if (!v.ok) {
-          fail(i, Stage::Verify, v.reason.empty() ? "wrong result" : v.reason);
-          continue;
-        }
-      } catch (...) {
-        fail(i, Stage::Verify, exception_message(std::current_exception()));
-        continue;
-      }
-      slots[i].verified = true;
-      if (out_of_budget()) break;
-      result.warmups += 1;
-      try {
-        measurer.warmup(i, text);
-      } catch (...) {
-        fail(i, Stage::Warmup, exception_message(std::current_exception()));
-        continue;
-      }
-      if (out_of_budget()) break;
-      if (time_once(i)) slots[i].state = State::Alive;
-    }
-    pool.stop();
-    result.prepares = pool.started();
+  Race race(candidates, measurer, options);
+  race.screen();
+  while (race.round()) {
   }
-  result.rounds = 1;
-  if (!result.budget_exhausted) eliminate(0);
-
-  // ---- rounds 1, 2, ...: racing over the survivors.
-  for (int round = 1; !result.budget_exhausted; ++round) {
-    const std::vector<std::size_t> live = alive();
-    if (live.size() <= 1) break;
-    std::size_t lead = live.front();
-    for (std::size_t i : live)
-      if (faster(i, lead)) lead = i;
-    const double pooled = pooled_spread();
-    std::vector<char> near(n, 0);
-    std::size_t near_count = 0;
-    for (std::size_t i : live)
-      if (near_tie(slots[i].stats, slots[lead].stats, pooled, o)) {
-        near[i] = 1;
-        near_count += 1;
-      }
-    std::vector<std::size_t> want;
-    for (std::size_t i : live) {
-      const int cap = (near_count >= 2 && near[i]) ? o.tie_samples : o.max_samples;
-      if (slots[i].stats.count < static_cast<std::size_t>(cap)) want.push_back(i);
-    }
-    if (want.empty()) break;
-    std::rotate(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(round % want.size()), want.end());
-    result.rounds = round + 1;
-    for (std::size_t i : want) {
-      if (out_of_budget()) break;
-      time_once(i);
-    }
-    if (!result.budget_exhausted) eliminate(round);
-  }
-
-  // ---- decision: the shared winner policy over every timed, non-failed candidate.
-  std::vector<std::size_t> pool;
-  std::vector<stats::Named> named;
-  std::size_t def_in_pool = stats::Choice::npos;
-  for (std::size_t i : order)
-    if ((slots[i].state == State::Alive || slots[i].state == State::Eliminated) && slots[i].stats.count > 0) {
-      if (i == def) def_in_pool = pool.size();
-      pool.push_back(i);
-      named.push_back({candidates[i].text, slots[i].samples.moments()});
-    }
-
-  result.default_index = def;
-  result.default_text = candidates[def].text;
-  result.default_stats = slots[def].stats;
-  result.default_failed = slots[def].state == State::Failed;
-
-  const stats::Choice choice = stats::choose_winner(named, def_in_pool, tie_policy(o));
-  const std::size_t best = choice.best == stats::Choice::npos ? SearchResult::npos : pool[choice.best];
-  const std::size_t winner = choice.winner == stats::Choice::npos ? SearchResult::npos : pool[choice.winner];
-  result.kept_default_on_tie = choice.kept_default;
-
-  if (winner != SearchResult::npos) {
-    result.found = true;
-    result.winner_index = winner;
-    result.winner = candidates[winner].text;
-    result.winner_stats = slots[winner].stats;
-    std::size_t ru = SearchResult::npos;
-    for (std::size_t i : order) {
-      const Slot& s = slots[i];
-      if (i == winner || s.state == State::Failed || s.stats.count == 0) continue;
-      if (ru == SearchResult::npos || faster(i, ru)) ru = i;
-    }
-    if (ru != SearchResult::npos) {
-      result.has_runner_up = true;
-      result.runner_up_index = ru;
-      result.runner_up = candidates[ru].text;
-      result.runner_up_stats = slots[ru].stats;
-    }
-    if (!result.default_failed && slots[def].stats.count > 0)
-      result.speedup_over_default = slots[def].stats.median / slots[winner].stats.median;
-  }
-
-  // ---- records.
-  std::size_t measured = 0;
-  result.candidates.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const Slot& s = slots[i];
-    CandidateRecord& r = result.candidates[i];
-    r.text = candidates[i].text;
-    r.is_default = candidates[i].is_default;
-    r.status = s.state == State::Alive        ? CandidateStatus::Measured
-               : s.state == State::Eliminated ? CandidateStatus::Eliminated
-               : s.state == State::Failed     ? CandidateStatus::Failed
-                                              : CandidateStatus::NotMeasured;
-    r.eliminated_round = s.eliminated_round;
-    r.failed_stage = s.failed_stage;
-    r.failure = s.failure;
-    r.prepared = s.prepared;
-    r.verified = s.verified;
-    r.stats = s.stats;
-    r.samples = s.samples.samples();
-    measured += s.stats.count > 0 ? 1 : 0;
-  }
-
-  // ---- the reason, one line.
-  const Slot& d = slots[def];
-  std::string reason;
-  const std::string default_failure =
-      std::string("default failed ") + stage_name(d.failed_stage) + " (" + d.failure + ")";
-  if (!result.found) {
-    reason = result.default_failed
-                 ? "no valid candidate: " + default_failure + " and no other candidate could be timed"
-                 : "no valid candidate: none could be timed";
-  } else if (winner == def) {
-    if (result.kept_default_on_tie) {
-      const double margin = stats::tie_margin(named[choice.winner].summary, named[choice.best].summary,
-                                              choice.pooled_spread, tie_policy(o));
-      reason = "tied with default within " + percent(margin) + " ('" + candidates[best].text + "' was " +
-               percent(1.0 - slots[best].stats.median / d.stats.median) + " faster), kept default";
-    } else if (result.has_runner_up) {
-      reason = "default is fastest; runner-up '" + result.runner_up + "' is " +
-               percent(result.runner_up_stats.median / d.stats.median - 1.0) + " slower";
-    } else {
-      reason = "default is the only valid measured candidate";
-    }
-  } else if (result.default_failed) {
-    reason = default_failure + "; fastest valid candidate";
-    if (result.has_runner_up)
-      reason += ", " + percent(result.runner_up_stats.median / result.winner_stats.median - 1.0) +
-                " ahead of runner-up";
-  } else if (d.stats.count > 0) {
-    reason = "fastest by " + percent(result.speedup_over_default - 1.0) + " over default";
-  } else {
-    reason = "fastest measured candidate (default not measured)";
-  }
-  if (result.budget_exhausted)
-    reason += "; budget exhausted with " + std::to_string(measured) + " of " + std::to_string(n) +
-              " candidates measured";
-  result.reason = std::move(reason);
-  result.elapsed_s = clock() - t0;
-  log(LogLevel::Info, result.found ? "chose '" + result.winner + "': " + result.reason : result.reason);
-  return result;
+  return race.decide();
 }
 
 }  // namespace dfgnn::tuner

@@ -2,7 +2,7 @@
 // GPU-independent (standard library only): the caller supplies a Measurer that compiles, checks
 // and times one candidate; CPU tests drive it with deterministic cost functions.
 //
-// THE PROTOCOL (everything below is implemented in search() and nowhere else)
+// THE PROTOCOL (everything below is implemented by search()'s Race, search.cpp, and nowhere else)
 //
 // Inputs. An ordered list of candidates (schedule texts, the solvers' enumeration order, exactly
 // one flagged as the default, texts unique), a Measurer, SearchOptions.
@@ -37,14 +37,15 @@
 // spreads r, the standard error of the relative difference of their medians is
 //     se(a, b) = 1.2533 * sqrt(r_a^2/n_a + r_b^2/n_b)
 // (1.2533 / sqrt(n) * sigma is the standard error of a median of n normal samples), with
-// r = max(noise_floor, pooled spread, own spread), robust relative standard deviations from
+// r = max(tie.noise_floor, pooled spread, own spread), robust relative standard deviations from
 // pairwise differences (stats.hpp, kPairToSigma): own spread from the candidate's samples (with
-// >= 3 samples), pooled spread from the pairs of every measured candidate, each scaled by its
-// own median (measurement noise is mostly the machine's, a few samples can look accidentally
-// tight, and a pooled median shrugs off a hiccup).
+// >= 3 samples, Stats::relative_pair_spread), pooled spread from the pairs of every measured
+// candidate, each scaled by its own median (SampleStats::pooled_pair_spread: measurement noise is
+// mostly the machine's, a few samples can look accidentally tight, and a pooled median shrugs off
+// a hiccup).
 //
-// Tie (racing). a is tied with b when median_a <= median_b * (1 + tie_tolerance + tie_z * se(a, b)):
-// within the tolerance, plus one standard error (tie_z = 1) so that a difference the samples
+// Tie (racing). a is tied with b when median_a <= median_b * (1 + tie.tolerance + tie.z * se(a, b)):
+// within the tolerance, plus one standard error (tie.z = 1) so that a difference the samples
 // cannot resolve is not taken for a real one. The decision's tie is the policy's (below), the same
 // band over moment statistics.
 //
@@ -52,7 +53,7 @@
 // the lowest median among those with at least `min_samples` samples (exact ties: smaller text).
 // A survivor c with at least `min_samples` samples is eliminated when it is clearly slower:
 //
-//     median_c > median_leader * (1 + tie_tolerance + confidence_z * se(c, leader))
+//     median_c > median_leader * (1 + tie.tolerance + confidence_z * se(c, leader))
 //
 // i.e. outside the tie band by confidence_z (3) standard errors. The margin shrinks like
 // 1/sqrt(n) towards the tie tolerance: clear losers go after min_samples samples, close
@@ -71,8 +72,7 @@
 // Decision: the winner policy of stats/stats.hpp (one rule for the tuner, the database and nearest
 // dispatch) over every candidate that was timed and did not fail (survivors and eliminated ones:
 // exactly the candidates the tuner stores, so the database recomputes the same winner), each
-// summarised by its moments and median, with tie_tolerance, tie_z and noise_floor as the policy's
-// band: the best is the lowest median (exact ties: the smaller text); a default tied with it is
+// summarised by its moments and median, with `tie` as the policy's band: the best is the lowest median (exact ties: the smaller text); a default tied with it is
 // kept. The runner-up is the lowest-median non-failed measured candidate other than the winner.
 // The result names the winner, the default's fate (including "default failed", an important
 // signal), the runner-up, per-candidate records, counts and a one-line reason.
@@ -130,10 +130,10 @@ struct SearchOptions {
   int min_samples = 3;          // samples a candidate (and the leader) need before elimination
   int max_samples = 10;         // samples per survivor in the regular rounds
   int tie_samples = 20;         // cap for near-ties (re-measured beyond max_samples)
-  double tie_tolerance = 0.02;  // relative: medians within it (+ tie_z s.e.) tie: keep the default
+  // The tie band of the racing and of the decision: the winner policy's (stats.hpp), so that the
+  // database, deciding with the same band, stores the winner the tuner reports.
+  stats::TiePolicy tie;
   double confidence_z = 3.0;    // standard errors beyond the tie band for elimination
-  double tie_z = 1.0;           // standard errors added to the tolerance for a tie
-  double noise_floor = 0.005;   // lower bound on the relative spread the rules assume
   int prepare_threads = 2;      // CPU threads running Measurer::prepare ahead (0: inline)
   int prepare_ahead = 8;        // candidates prepared at most ahead of the one measured
   // Seconds from an arbitrary origin (default: std::chrono::steady_clock). Tests inject a fake.
@@ -215,20 +215,15 @@ struct SearchResult {
 SearchResult search(const std::vector<Candidate>& candidates, Measurer& measurer,
                     const SearchOptions& options = {});
 
-// The rules, exposed for tests and reports (see the protocol above). `pooled_spread` is the
-// pooled relative spread of all measured candidates.
-// se(a, b): standard error of the relative difference of the two medians.
-double median_difference_se(const Stats& a, const Stats& b, double pooled_spread,
-                            const SearchOptions& options);
-// tie_tolerance + confidence_z * se: by how much (relative) `candidate`'s median must exceed
+// The racing rules, exposed for tests and reports (see the protocol above). `pooled_spread` is
+// SampleStats::pooled_pair_spread of all measured candidates; se is stats::median_difference_se.
+// tie.tolerance + confidence_z * se: by how much (relative) `candidate`'s median must exceed
 // `leader`'s for it to be clearly slower (eliminated).
 double elimination_margin(const Stats& candidate, const Stats& leader, double pooled_spread,
                           const SearchOptions& options);
 bool clearly_slower(const Stats& candidate, const Stats& leader, double pooled_spread,
                     const SearchOptions& options);
-// The winner policy's band (stats::TiePolicy) of these options.
-stats::TiePolicy tie_policy(const SearchOptions& options);
-// The tie rule with 2 * tie_z standard errors: who is re-measured up to tie_samples.
+// The tie rule with 2 * tie.z standard errors: who is re-measured up to tie_samples.
 bool near_tie(const Stats& candidate, const Stats& leader, double pooled_spread,
               const SearchOptions& options);
 

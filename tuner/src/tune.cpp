@@ -369,9 +369,11 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
     texts.push_back(text);
   }
   PassMeasurer measurer(ctx, graph, op, pass, defaults, texts);
+  const std::shared_ptr<db::LayeredDb> layers = ctx.dispatcher.database();
   tuner::SearchOptions options;
   options.budget_s = budget_s;
   options.prepare_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 9u)) - 1;
+  if (layers != nullptr) options.tie = layers->policy().tie;  // the band the database recomputes the winner by
 
   PassTuning t;
   t.pass = pass;
@@ -390,7 +392,6 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
     run.candidates.push_back(
         db::summarize_samples(r.text, static_cast<int32_t>(parse_schedule(r.text).solver), r.samples));
   }
-  const std::shared_ptr<db::LayeredDb> layers = ctx.dispatcher.database();
   if (run.candidates.empty()) {
     t.store_error = "no candidate was measured";
   } else if (layers == nullptr || layers->user() == nullptr) {
