@@ -45,11 +45,12 @@ from zoo import read_zoo  # noqa: E402
 # Run in the child: prints one JSON line. Arguments: mode, graph, datasets, model, H, D, dtype.
 CHILD = r"""
 import json, pathlib, sys, time
-t_import = time.perf_counter()
-import torch
-import dfgnn
-import dfgnn.torch as dt
 mode, gname, datasets, model, heads, dim, dtype = sys.argv[1:8]
+t_import = time.perf_counter()
+if mode != "compile":  # the compile-only mode runs without PyTorch
+    import torch
+    import dfgnn.torch as dt
+import dfgnn
 heads, dim = int(heads), int(dim)
 import_ms = (time.perf_counter() - t_import) * 1e3
 

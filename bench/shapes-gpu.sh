@@ -10,6 +10,7 @@
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
 #   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
+#   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -84,6 +85,10 @@ case $phase in
     SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \
       bash bench/run-python-gpu.sh "$out/python" "$datasets"
     grep -E "FAILED|ERROR|passed|failed" "$out/python/pytest.log" | tail -25
+    ;;
+  cold)
+    # bench/cold_start.py (fresh processes, cold and warm user cache) with SHAPES_ARGS, after verify.
+    python3 bench/cold_start.py --out "$out" --datasets "$datasets" "$@" 2>&1 | tee "$out/cold.log" | tail -30
     ;;
   shapes)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1

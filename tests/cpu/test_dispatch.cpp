@@ -3,6 +3,7 @@
 // and compiled modules served from the database are all checked on the CPU.
 #include "test_util.hpp"
 #include "damaged_pages.hpp"
+#include "log_capture.hpp"
 
 #include "dispatch.hpp"
 #include "fingerprint.hpp"
@@ -452,27 +453,6 @@ class ScopedEnv {
 
  private:
   std::map<std::string, std::optional<std::string>> saved_;
-};
-
-// Captures the "dfgnn" logger's lines (at `level` and above) while alive.
-class LogCapture {
- public:
-  explicit LogCapture(spdlog::level::level_enum level = spdlog::level::info)
-      : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)), old_(dfgnn::log().level()) {
-    dfgnn::log().set_level(level);
-    dfgnn::log().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = dfgnn::log().sinks();
-    sinks.erase(std::find(sinks.begin(), sinks.end(), sink_));
-    dfgnn::log().set_level(old_);
-  }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  spdlog::level::level_enum old_;
 };
 
 int occurrences(const std::string& text, const std::string& part) {

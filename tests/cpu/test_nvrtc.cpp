@@ -2,9 +2,9 @@
 // module cache counters, compile errors carrying the NVRTC log, the cubin and lowered names, and
 // the embedded kernel source.
 #include "test_util.hpp"
+#include "log_capture.hpp"
 
 #include "error.hpp"
-#include "logging.hpp"
 #include "nvrtc.hpp"
 #include "ops.hpp"
 #include "schedule.hpp"
@@ -17,8 +17,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <spdlog/sinks/ostream_sink.h>
 
 using namespace dfgnn::test;
 
@@ -192,25 +190,6 @@ TEST(Nvrtc, CubinAndLoweredNames) {
   EXPECT_EQ(a->lowered, cubin.lowered);
 }
 
-// Captures the "dfgnn" logger's lines at info and above while alive.
-class InfoLog {
- public:
-  InfoLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)), old_(dfgnn::log().level()) {
-    dfgnn::log().set_level(spdlog::level::info);
-    dfgnn::log().sinks().push_back(sink_);
-  }
-  ~InfoLog() {
-    auto& sinks = dfgnn::log().sinks();
-    sinks.erase(std::find(sinks.begin(), sinks.end(), sink_));
-    dfgnn::log().set_level(old_);
-  }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-  spdlog::level::level_enum old_;
-};
 
 // A store that holds one module, read as if from a site database.
 class OneModuleStore final : public dfgnn::ModuleStore {
@@ -239,7 +218,7 @@ TEST(Nvrtc, ModulesCompileTogetherLogOnceAndRememberWhereTheyCameFrom) {
   dfgnn::ModuleCache cache;
   EXPECT_EQ(cache.origin(a, 90), "");
   {
-    InfoLog log;
+    LogCapture log;
     cache.cubins({a, b, c}, 90);
     const std::string text = log.text();
     for (const auto& names : {a, b, c}) {
@@ -258,7 +237,7 @@ TEST(Nvrtc, ModulesCompileTogetherLogOnceAndRememberWhereTheyCameFrom) {
   OneModuleStore store(dfgnn::compile(a, 90));
   stored.set_store(&store);
   {
-    InfoLog log;
+    LogCapture log;
     EXPECT_EQ(stored.cubin(a, 90)->names, a);
     EXPECT_EQ(log.text().find("compiled "), std::string::npos) << log.text();
   }
@@ -267,7 +246,7 @@ TEST(Nvrtc, ModulesCompileTogetherLogOnceAndRememberWhereTheyCameFrom) {
   EXPECT_EQ(stored.counters().compiles, 0u);
   store.held_ = false;
   {
-    InfoLog log;
+    LogCapture log;
     stored.cubin(c, 90);
     EXPECT_NE(log.text().find("no module for it in memory or in the tuning database's layers"), std::string::npos)
         << log.text();

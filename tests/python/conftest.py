@@ -96,6 +96,14 @@ def call_op(model, g, t, **kw):
     return dt.agnn(g, t["h"], t["beta"], **kw)
 
 
+def load_bench(name):
+    """A script of bench/ imported as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def dataset_roots():
     """Where datasets in the ../shared/datasets format are looked up, in order: $DFGNN_DATASETS
     (':'-separated), ../shared/datasets beside the repository, .bench-data in it."""

@@ -3,7 +3,6 @@ benchmark): the leave-one-graph-out database surgery, the statistics, the interl
 argument parsing. The timing itself needs the H200 (the lead runs it); --cpu-smoke runs the whole
 script here on dfgnn.torch's float64 reference path."""
 
-import importlib.util
 import json
 import math
 import os
@@ -15,21 +14,14 @@ import sys
 import pytest
 
 import dfgnn
-from conftest import HAS_TORCH, REPO
+from conftest import HAS_TORCH, REPO, load_bench
 
 SOLVER_IDS = {"subwarp": 1, "block_row": 2, "hub_split": 3, "hybrid": 4, "edge_balanced": 5}
 PASSES = ("forward", "backward_row", "backward_col")
 
 
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-acc = load("tuning_acceptance")
-twice = load("tune_twice_summary")
+acc = load_bench("tuning_acceptance")
+twice = load_bench("tune_twice_summary")
 
 
 def fingerprint_hash(text):

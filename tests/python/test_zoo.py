@@ -1,24 +1,16 @@
 """The configuration zoo (bench/zoo.txt): the one list of users' op shapes that the sweep, the
 acceptance benchmark and the cold-start benchmark read."""
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
 import dfgnn
-from conftest import REPO
+from conftest import REPO, load_bench
 
 
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-zoo = load("zoo")
+zoo = load_bench("zoo")
 
 
 def test_committed_zoo_holds_the_shapes_users_run():
