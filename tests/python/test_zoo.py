@@ -1,6 +1,7 @@
 """The configuration zoo (bench/zoo.txt): the one list of users' op shapes that the sweep, the
 acceptance benchmark and the cold-start benchmark read."""
 
+import json
 import subprocess
 import sys
 
@@ -50,3 +51,20 @@ def test_duplicate_zoo_line_is_refused(tmp_path):
     path.write_text("gat 1 7 float32\ngat 1 7 float32  # again\n")
     with pytest.raises(ValueError, match="listed twice"):
         zoo.read_zoo(path)
+
+
+def test_cold_start_compile_only_runs_a_fresh_process_per_config(tmp_path):
+    """bench/cold_start.py --compile-only (no GPU): one fresh process compiles GAT 8 x 8's default modules on
+    Cora; the report names the compiles it logged (the shipped layer is off in the tests, so NVRTC runs)."""
+    out = tmp_path / "cold"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "cold_start.py"), "--compile-only", "--graphs", "cora",
+                          "--configs", "gat:8:8:float32", "--out", str(out), "--tag", "t"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads((out / "t-cold-start.json").read_text())
+    assert report["errors"] == []
+    (row,) = report["rows"]
+    assert (row["model"], row["heads"], row["dim"], row["dtype"]) == ("gat", 8, 8, "float32")
+    assert row["forward_compile_ms"] > 0 and row["backward_compile_ms"] > 0
+    assert row["compiles"] == len(row["compiled"]) > 0  # one INFO line per NVRTC run
+    assert "| cora | gat | 8 x 8 | float32 |" in (out / "t-cold-start.md").read_text()
