@@ -44,7 +44,7 @@ from zoo import read_zoo  # noqa: E402
 
 # Run in the child: prints one JSON line. Arguments: mode, graph, datasets, model, H, D, dtype.
 CHILD = r"""
-import json, pathlib, sys, time
+import json, sys, time
 mode, gname, datasets, model, heads, dim, dtype = sys.argv[1:8]
 t_import = time.perf_counter()
 if mode != "compile":  # the compile-only mode runs without PyTorch
@@ -53,17 +53,10 @@ if mode != "compile":  # the compile-only mode runs without PyTorch
 import dfgnn
 heads, dim = int(heads), int(dim)
 import_ms = (time.perf_counter() - t_import) * 1e3
+sys.path.insert(0, "bench")  # the child runs in the repository
+from shapes import load_graph, make_inputs  # the graphs and inputs bench/shapes.py times
 
-def load(name):
-    if name.startswith("rmat-"):
-        scale = int(name.split("-")[1])
-        return dfgnn.Graph.rmat(scale, 16 << scale, seed=1, permute=True)
-    path = pathlib.Path(datasets) / name
-    if not path.exists() and name == "cora":
-        path = pathlib.Path("data/cora")  # the copy in the repository (the child runs in it)
-    return dfgnn.Graph.from_file(path, add_self_loops=True)
-
-g = load(gname)
+g = load_graph(gname, datasets, False)
 out = {"import_ms": import_ms}
 if mode == "compile":
     op = dfgnn.op(model, dtype, heads, dim)
@@ -79,12 +72,7 @@ dev = torch.device("cuda")
 gen = torch.Generator(device=dev).manual_seed(1)
 tdtype = getattr(torch, dtype)
 n = g.num_nodes
-feat = lambda: torch.randn(n, heads, dim, device=dev, generator=gen).to(tdtype).requires_grad_(True)
-par = lambda *s: (0.3 * torch.randn(*s, device=dev, generator=gen)).requires_grad_(True)
-inputs = {"gat": lambda: [feat(), par(heads, dim), par(heads, dim)],
-          "gatv2": lambda: [feat(), feat(), par(heads, dim)],
-          "transformer": lambda: [feat(), feat(), feat()],
-          "agnn": lambda: [feat(), (par(1).detach() + 1.0).requires_grad_(True)]}[model]()
+inputs = make_inputs(model, n, heads, dim, tdtype, dev, gen, True)
 grad = torch.randn(n, heads, dim, device=dev, generator=gen).to(tdtype)
 fn = getattr(dt, model)
 torch.cuda.synchronize()

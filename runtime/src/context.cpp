@@ -67,8 +67,9 @@ namespace {
 // magic is a raw cubin, as databases before compression hold them.
 constexpr char kPackedMagic[8] = {'D', 'F', 'G', 'N', 'N', 'Z', '1', '\0'};
 constexpr uint64_t kMaxImageBytes = uint64_t{1} << 30;  // far above any module; bounds a bad size field
+}  // namespace
 
-std::vector<char> pack_image(const std::vector<char>& image) {
+std::vector<char> packed_module_image(const std::vector<char>& image) {
   uLongf bound = compressBound(static_cast<uLong>(image.size()));
   std::vector<char> out(sizeof kPackedMagic + 8 + bound);
   std::memcpy(out.data(), kPackedMagic, sizeof kPackedMagic);
@@ -81,8 +82,7 @@ std::vector<char> pack_image(const std::vector<char>& image) {
   return out;
 }
 
-// The raw cubin of a stored image; throws std::runtime_error naming what is wrong.
-std::vector<char> unpack_image(std::vector<char> stored) {
+std::vector<char> unpacked_module_image(std::vector<char> stored) {
   if (stored.size() < sizeof kPackedMagic || std::memcmp(stored.data(), kPackedMagic, sizeof kPackedMagic) != 0)
     return stored;
   if (stored.size() < sizeof kPackedMagic + 8) throw std::runtime_error("compressed image shorter than its header");
@@ -97,10 +97,6 @@ std::vector<char> unpack_image(std::vector<char> stored) {
     throw std::runtime_error("compressed image does not inflate to its stated size");
   return out;
 }
-}  // namespace
-
-std::vector<char> packed_module_image(const std::vector<char>& image) { return pack_image(image); }
-std::vector<char> unpacked_module_image(std::vector<char> stored) { return unpack_image(std::move(stored)); }
 
 std::optional<Cubin> DatabaseModuleStore::load(const std::string& key, int arch) {
   try {
@@ -111,7 +107,7 @@ std::optional<Cubin> DatabaseModuleStore::load(const std::string& key, int arch)
     auto record = layers->get_module(key, kernel_source_hash(), 0, arch);
     if (!record) return std::nullopt;
     Cubin cubin;
-    cubin.image = unpack_image(std::move(record->image));
+    cubin.image = unpacked_module_image(std::move(record->image));
     cubin.names = std::move(record->names);
     cubin.lowered = std::move(record->lowered);
     cubin.origin = fmt::format("{} database {}", record->layer, record->source);
@@ -128,7 +124,7 @@ void DatabaseModuleStore::save(const std::string& key, int arch, const Cubin& cu
     if (layers == nullptr || layers->user() == nullptr) return;
     db::ModuleRecord record;
     record.key = key;
-    record.image = pack_image(cubin.image);
+    record.image = packed_module_image(cubin.image);
     record.names = cubin.names;
     record.lowered = cubin.lowered;
     record.arch = arch;

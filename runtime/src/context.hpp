@@ -10,8 +10,8 @@
 namespace dfgnn {
 
 // A cubin as the module store keeps it (zlib-compressed behind a magic) and back; unpacking a
-// raw cubin returns it unchanged, a damaged packed one throws std::runtime_error. For tests and
-// tools that write module files.
+// raw cubin (as databases before compression hold them) returns it unchanged, a damaged packed one
+// throws std::runtime_error naming what is wrong.
 std::vector<char> packed_module_image(const std::vector<char>& image);
 std::vector<char> unpacked_module_image(std::vector<char> stored);
 

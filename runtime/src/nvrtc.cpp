@@ -343,27 +343,42 @@ std::shared_ptr<const Cubin> ModuleCache::cubin(const std::vector<std::string>& 
       return cubins_.emplace(k, std::move(cached)).first->second;
     }
   }
+  auto compiled = std::make_shared<const Cubin>(
+      compile_logged(names, arch, store != nullptr ? "no module for it in memory or in the tuning database's layers"
+                                                   : "no module for it in memory (no module store)"));
+  if (store != nullptr) store->save(content_key, arch, *compiled);
+  std::lock_guard lock(mutex_);
+  return cubins_.emplace(k, std::move(compiled)).first->second;
+}
+
+Cubin ModuleCache::compile_logged(const std::vector<std::string>& names, int arch, const std::string& why) {
   const auto start = std::chrono::steady_clock::now();
   Cubin made = compile(names, arch);
   made.origin = "compiled";
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // A first call that waits on NVRTC says so once: what, why and how long.
-  log().info("compiled {} for sm_{} in {:.0f} ms: no module for it in memory{}", describe_names(names), arch, ms,
-             store != nullptr ? " or in the tuning database's layers" : " (no module store)");
-  auto compiled = std::make_shared<const Cubin>(std::move(made));
-  if (store != nullptr) store->save(content_key, arch, *compiled);
+  log().info("compiled {} for sm_{} in {:.0f} ms: {}", describe_names(names), arch, ms, why);
   std::lock_guard lock(mutex_);
   ++counters_.compiles;
-  return cubins_.emplace(k, std::move(compiled)).first->second;
+  return made;
 }
 
 void ModuleCache::cubins(const std::vector<std::vector<std::string>>& lists, int arch) {
+  // Threads only for what is not in memory yet: a warm recipe build starts none.
+  std::vector<const std::vector<std::string>*> missing;
+  {
+    std::lock_guard lock(mutex_);
+    for (const std::vector<std::string>& names : lists) {
+      if (cubins_.count(key(names, arch)) == 0) missing.push_back(&names);
+      else ++counters_.hits;
+    }
+  }
   std::vector<std::future<std::shared_ptr<const Cubin>>> others;
-  for (size_t k = 1; k < lists.size(); ++k)
-    others.push_back(std::async(std::launch::async, [this, &lists, k, arch] { return cubin(lists[k], arch); }));
+  for (size_t k = 1; k < missing.size(); ++k)
+    others.push_back(std::async(std::launch::async, [this, names = missing[k], arch] { return cubin(*names, arch); }));
   std::exception_ptr first;
   try {
-    if (!lists.empty()) cubin(lists[0], arch);
+    if (!missing.empty()) cubin(*missing[0], arch);
   } catch (...) {
     first = std::current_exception();
   }
@@ -395,11 +410,9 @@ std::shared_ptr<const LoadedModule> ModuleCache::loaded(const std::vector<std::s
     if (image->origin == "compiled") throw;
     // A stored cubin this driver does not load (made by a newer NVRTC than it knows): compile here.
     log().warn("module from {} does not load ({}); compiling it", image->origin, e.what());
-    auto fresh = std::make_shared<Cubin>(compile(names, arch));
-    fresh->origin = "compiled";
+    auto fresh = std::make_shared<const Cubin>(compile_logged(names, arch, "the stored module does not load here"));
     module = std::make_shared<const LoadedModule>(*fresh);
     std::lock_guard lock(mutex_);
-    ++counters_.compiles;
     cubins_[k] = std::move(fresh);
   }
   std::lock_guard lock(mutex_);

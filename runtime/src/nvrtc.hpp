@@ -103,6 +103,8 @@ class ModuleCache {
 
  private:
   static std::string key(const std::vector<std::string>& names, int arch);
+  // NVRTC for `names`, timed, logged with `why` and counted; origin "compiled".
+  Cubin compile_logged(const std::vector<std::string>& names, int arch, const std::string& why);
   ModuleStore* store_ = nullptr;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const Cubin>> cubins_;
