@@ -3,6 +3,8 @@
 # 10 minutes on an H200); a later phase reuses what an earlier one built while the machine is warm.
 #
 # Usage: bench/shapes-gpu.sh OUTDIR PHASE [SHAPES_ARGS...]
+#   check   on a fresh machine: build everything, then verify --tiny, GPU ctest, the Python GPU tests and
+#           memcheck of the tiny corpus, within CHECK_SECONDS (540)
 #   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
@@ -38,6 +40,39 @@ case $phase in
     SANITIZERS=${SANITIZERS:-memcheck} timeout "${T_TESTS:-420}" bash tools/gpu-check.sh "$out/gpu" tests /nonexistent "$datasets"
     wait
     tail -3 "$out/python-install.log"
+    ;;
+  check)
+    # A fresh machine, correctness in one call under a deadline (CHECK_SECONDS, default 540): the
+    # library, its GPU tests and tools, and the Python package built at once; dfgnn-verify --tiny
+    # (which also fills the module cache, so the sanitizer run after it compiles nothing); GPU ctest;
+    # the Python GPU tests (PYTEST_ARGS); compute-sanitizer memcheck of the tiny corpus with the time left.
+    deadline=$((SECONDS + ${CHECK_SECONDS:-540}))
+    left() { echo $((deadline - SECONDS)); }
+    mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
+    [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
+    BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
+    install_pid=$!
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1 &&
+      cmake --build build-gpu -j "$(nproc)" --target dfgnn dfgnn_tests_gpu dfgnn-verify dfgnn-tune dfgnn-bench dfgnn-db \
+        dfgnn-graph > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
+    echo "built at $SECONDS s"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
+    timeout "$(left)" build-gpu/tools/dfgnn-verify --tiny --repo . --threads 16 > "$out/verify-tiny.log" 2>&1
+    echo "dfgnn-verify --tiny exit $?: $(grep -E 'cases:|prepared' "$out/verify-tiny.log" | tr '\n' ' ')"
+    grep FAIL "$out/verify-tiny.log" | head -10
+    timeout "$(left)" ctest --test-dir build-gpu -L gpu -j 8 --output-on-failure --timeout 300 > "$out/ctest-gpu.log" 2>&1
+    echo "ctest -L gpu exit $?: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log")"
+    grep -E "\(Failed\)|\*\*\*|Skipped" "$out/ctest-gpu.log" | head -20
+    wait $install_pid; tail -2 "$out/python-install.log"
+    DFGNN_DATASETS=$PWD/$datasets timeout "$(left)" python3 -m pytest -q -p no:cacheprovider -rfs --durations=10 \
+      ${PYTEST_ARGS:-tests/python} > "$out/pytest.log" 2>&1
+    echo "pytest exit $?: $(tail -1 "$out/pytest.log")"
+    grep -E "^FAILED|^ERROR" "$out/pytest.log" | head -20
+    if [ "$(left)" -gt 30 ]; then
+      timeout "$(left)" compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
+        --threads 16 > "$out/sanitizer-memcheck.log" 2>&1
+      echo "memcheck exit $? : $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-memcheck.log" | tr '\n' ' ')"
+    fi
     ;;
   verify)
     # A fresh machine: the library, dfgnn-verify and the Python package built at once, then
