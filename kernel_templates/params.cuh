@@ -15,10 +15,13 @@ namespace dfgnn {
 // Attention dropout: the weight of edge `edge` (its CSR position) in head `head` is kept, scaled by
 // `keep_scale` = 1 / (1 - p), when a counter-based hash of (seed, edge, head) is at or above
 // `threshold` = p * 2^32, else dropped. Stateless, so the backward passes regenerate the forward's
-// mask without storing it (the column pass through the CSC's CSR positions). The hash runs for
-// every edge and head of every pass, so it is one round of a 32-bit mixer (two multiplies) over the
-// edge keyed by a per-(seed, head) key, which a row context derives once: 64-bit multiplies are
-// emulated on the GPU, and three of them per edge and head cost 30-50% of a small-D pass.
+// mask without storing it (the column pass through the CSC's CSR positions). A kernel derives the
+// per-(seed, head) key once per thread; the per-edge hash runs for every edge and head of every
+// pass, so it is the core of a 32-bit xorshift-multiply mixer: two multiplies and one shift. Its
+// outer shifts are left out: the first would only fold high edge bits down before the first
+// multiply (the later shift does that), the last changes only the low 16 bits, which decide a
+// comparison with the threshold once in 2^16. (Three 64-bit multiplies per edge and head, emulated
+// on the GPU, cost 30-50% of a small-D pass; the full mixer, 13-30%.)
 DFGNN_HOST_DEVICE unsigned mix32(unsigned x) {  // a low-bias 32-bit finaliser (xorshift-multiply)
   x ^= x >> 16;
   x *= 0x7feb352du;
@@ -31,9 +34,16 @@ DFGNN_HOST_DEVICE unsigned dropout_key(unsigned long long seed, int head) {
   const unsigned lo = static_cast<unsigned>(seed), hi = static_cast<unsigned>(seed >> 32);
   return mix32(mix32(lo ^ static_cast<unsigned>(head + 1) * 0x9e3779b9u) ^ hi);
 }
-DFGNN_HOST_DEVICE unsigned dropout_bits(unsigned key, int edge) { return mix32(static_cast<unsigned>(edge) ^ key); }
+DFGNN_HOST_DEVICE unsigned dropout_bits(unsigned key, int edge) {
+  unsigned x = (static_cast<unsigned>(edge) ^ key) * 0x7feb352du;
+  x ^= x >> 15;
+  return x * 0x846ca68bu;
+}
+DFGNN_HOST_DEVICE bool dropout_keeps(unsigned key, unsigned threshold, int edge) {
+  return dropout_bits(key, edge) >= threshold;
+}
 DFGNN_HOST_DEVICE float dropout_factor(unsigned key, unsigned threshold, float keep_scale, int edge) {
-  return dropout_bits(key, edge) >= threshold ? keep_scale : 0.f;
+  return dropout_keeps(key, threshold, edge) ? keep_scale : 0.f;
 }
 
 // Head blocks (a group's heads, Geo::HB of them per node) one balanced_kernel block serves: all

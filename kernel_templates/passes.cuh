@@ -88,18 +88,41 @@ __device__ __forceinline__ void load_edge_ids(const Params& p, int e0, int n, in
   }
 }
 
-// The dropout mask's key of a row context's head, derived once per context (the seed may live in
-// device memory, so that a captured graph replays with new seeds); 0 without dropout.
+// The dropout mask's key of a thread's head, derived once per kernel, not per row (the seed may
+// live in device memory, so that a captured graph replays with new seeds); 0 without dropout.
 __device__ __forceinline__ unsigned load_dropout_key(const Params& p, int head) {
   if (p.dropout_threshold == 0u) return 0u;
   return dropout_key(p.dropout_seed_ptr != nullptr ? *p.dropout_seed_ptr : p.dropout_seed, head);
 }
 
-// Dropout factor of the edge at position `pos` of the traversed structure (1 without dropout).
-__device__ __forceinline__ float dropout_at(const Params& p, unsigned key, int pos) {
-  if (p.dropout_threshold == 0u) return 1.f;
-  const int edge = p.eid != nullptr ? p.eid[pos] : pos;
-  return dropout_factor(key, p.dropout_threshold, p.dropout_scale, edge);
+// Dropout factors of a batch: the n <= U edges at positions e0.. of the traversed structure (all 1
+// without dropout). The L lanes of a head's segment would each hash every edge of the batch; instead
+// lane gl hashes edges gl, gl + L, ... and one ballot per round hands the keep bits to the segment,
+// so a lane hashes ceil(U / L) edges a batch, not U (the hash dominated dropout's cost).
+template <typename G, int U>
+__device__ __forceinline__ void dropout_batch(const Params& p, unsigned key, int e0, int n, int gl, unsigned mask,
+                                              float (&factor)[U]) {
+  if (p.dropout_threshold == 0u) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) factor[u] = 1.f;
+    return;
+  }
+  const auto keeps = [&](int u) {
+    const int pos = e0 + u;
+    return dropout_keeps(key, p.dropout_threshold, p.eid != nullptr ? p.eid[pos] : pos);
+  };
+  if constexpr (G::L == 1) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) factor[u] = u < n && keeps(u) ? p.dropout_scale : 0.f;
+  } else {
+    const int first = (threadIdx.x & 31) - gl;  // the segment's first lane in the warp
+#pragma unroll
+    for (int u0 = 0; u0 < U; u0 += G::L) {
+      const unsigned bits = __ballot_sync(mask, u0 + gl < n && keeps(u0 + gl)) >> first;
+#pragma unroll
+      for (int v = 0; v < G::L && u0 + v < U; ++v) factor[u0 + v] = (bits >> v) & 1u ? p.dropout_scale : 0.f;
+    }
+  }
 }
 
 // ================================================================ forward
@@ -116,14 +139,14 @@ struct Forward {
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     typename M::Row row;
-    unsigned key;  // dropout
+    unsigned key;  // dropout (load_dropout_key)
     int node, head;
   };
 
-  __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
+  __device__ static void load_ctx(const Params& p, int node, int head, unsigned key, int gl, unsigned mask, Ctx& c) {
     c.node = node;
     c.head = head;
-    c.key = load_dropout_key(p, head);
+    c.key = key;
     M::load_row(p, node, head, gl, mask, c.row);
   }
   __device__ static void init(State& st) {
@@ -143,6 +166,8 @@ struct Forward {
       if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
       if constexpr (G::E) M::edge_key(p, edge[u], c.head, gl, key[u], val[M::kSeparateValue ? u : 0]);
     }
+    float drop[U];
+    dropout_batch<G, U>(p, c.key, e0, n, gl, mask, drop);
     float part[U][M::S];
 #pragma unroll
     for (int u = 0; u < U; ++u) M::partials(p, c.row, key[u], part[u]);
@@ -167,7 +192,7 @@ struct Forward {
     for (int u = 0; u < U; ++u) {
       const float w = exp_fast(score[u] - m_new);
       st.s[1] += w;  // the softmax normalises over every edge; dropout scales what is aggregated
-      const float wv = u < n ? w * dropout_at(p, c.key, e0 + u) : 0.f;
+      const float wv = u < n ? w * drop[u] : 0.f;
       const float(&value)[G::R] = M::kSeparateValue ? val[M::kSeparateValue ? u : 0] : key[u];
 #pragma unroll
       for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(wv, value[r], st.v[0][r]);
@@ -214,14 +239,14 @@ struct BackwardRow {
     typename M::Row row;
     float dout[G::R];
     float lse, delta;
-    unsigned key;  // dropout
+    unsigned key;  // dropout (load_dropout_key)
     int node, head;
   };
 
-  __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
+  __device__ static void load_ctx(const Params& p, int node, int head, unsigned key, int gl, unsigned mask, Ctx& c) {
     c.node = node;
     c.head = head;
-    c.key = load_dropout_key(p, head);
+    c.key = key;
     M::load_row(p, node, head, gl, mask, c.row);
     load_frag<G>(row_of<G>(p.dout, node, head), gl, c.dout);
     c.lse = node_scalar<G>(p.lse, node, head);
@@ -240,6 +265,8 @@ struct BackwardRow {
       if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
       if constexpr (G::E) M::edge_key(p, edge[u], c.head, gl, key[u], val[M::kSeparateValue ? u : 0]);
     }
+    float drop[U];
+    dropout_batch<G, U>(p, c.key, e0, n, gl, mask, drop);
     float part[U][M::S + 1];  // score partials, then dp
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -261,7 +288,7 @@ struct BackwardRow {
       for (int s = 0; s < M::S; ++s) sums[s] = part[u][s];
       if constexpr (G::E) M::edge_sums(p, edge[u], c.head, sums);
       const float prob = exp_fast(M::score(p, c.row, sums) - c.lse);
-      const float keep = dropout_at(p, c.key, e0 + u);
+      const float keep = drop[u];
       const float ds = prob * (part[u][M::S] * keep - c.delta);
       Hooks::accumulate(p, c.row, key[u], sums, ds, st);
       if constexpr (G::E) Hooks::edge_grad(p, c.row, key[u], sums, c.dout, prob * keep, ds, edge[u], c.head, gl);
@@ -296,14 +323,14 @@ struct BackwardCol {
   using State = Acc<NV, NS, G::R>;
   struct Ctx {
     Col col;
-    unsigned key;  // dropout
+    unsigned key;  // dropout (load_dropout_key)
     int node, head;
   };
 
-  __device__ static void load_ctx(const Params& p, int node, int head, int gl, unsigned mask, Ctx& c) {
+  __device__ static void load_ctx(const Params& p, int node, int head, unsigned key, int gl, unsigned mask, Ctx& c) {
     c.node = node;
     c.head = head;
-    c.key = load_dropout_key(p, head);
+    c.key = key;
     Hooks::load_col(p, node, head, gl, mask, c.col);
   }
   __device__ static void init(State& st) { zero(st); }
@@ -322,6 +349,8 @@ struct BackwardCol {
       delta[u] = node_scalar<G>(p.delta, i[u], c.head);
     }
     constexpr int S = Hooks::S;
+    float drop[U];
+    dropout_batch<G, U>(p, c.key, e0, n, gl, mask, drop);
     float part[U][S + 1];  // score partials, then dp = dout_i . value_j
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -342,7 +371,7 @@ struct BackwardCol {
       if (u >= n) break;
       float aux = 0.f;  // variant's score intermediate (z for GAT, cos for AGNN)
       const float prob = exp_fast(Hooks::score(p, c.col, nbr[u], part[u], aux) - lse[u]);
-      const float keep = dropout_at(p, c.key, e0 + u);
+      const float keep = drop[u];
       const float ds = prob * (part[u][S] * keep - delta[u]);
 #pragma unroll
       for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(prob * keep, dout[u][r], st.v[0][r]);

@@ -44,7 +44,7 @@ _U32 = np.uint32
 
 
 def _mix32(x):
-    """params.cuh's mix32 on a uint32 array (wrapping multiplies)."""
+    """params.cuh's mix32 on a uint32 array (wrapping multiplies): the key's mixer."""
     x = x ^ (x >> _U32(16))
     x = x * _U32(0x7FEB352D)
     x = x ^ (x >> _U32(15))
@@ -52,11 +52,18 @@ def _mix32(x):
     return x ^ (x >> _U32(16))
 
 
+def _edge_bits(e, key):
+    """params.cuh's dropout_bits: the mixer's core (two multiplies around one shift) over edge ^ key."""
+    x = (e ^ key) * _U32(0x7FEB352D)
+    x = x ^ (x >> _U32(15))
+    return x * _U32(0x846CA68B)
+
+
 def numpy_keep(p, seed, num_edges, heads):
     """[E, H] float64 dropout factors (0 or 1 / (1 - p)) of the edges at CSR positions 0..E-1: the
     hash of params.cuh's dropout_bits, in NumPy uint32 arithmetic (wrapping mod 2^32): the edge mixed
-    once with a key per (seed, head), the key two rounds of the same mixer over the seed's halves and
-    the head. p is held as a float32 by the op: threshold = min(round(p32 * 2^32), 2^32 - 1),
+    once with a key per (seed, head) by the mixer's core, the key two full rounds of the mixer over the
+    seed's halves and the head. p is held as a float32 by the op: threshold = min(round(p32 * 2^32), 2^32 - 1),
     scale = 1 / (1 - p32) in float32."""
     p32 = np.float32(p)
     threshold = min(math.floor(float(p32) * 4294967296.0 + 0.5), 4294967295)
@@ -66,7 +73,7 @@ def numpy_keep(p, seed, num_edges, heads):
         h = np.arange(1, heads + 1, dtype=_U32)[None, :]
         key = _mix32(_mix32(lo ^ (h * _U32(0x9E3779B9))) ^ hi)
         e = np.arange(num_edges, dtype=np.uint64).astype(_U32)[:, None]
-        x = _mix32(e ^ key)
+        x = _edge_bits(e, key)
     keep = x >= _U32(threshold)
     if threshold == 0:
         keep[:] = True
