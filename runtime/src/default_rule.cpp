@@ -182,16 +182,10 @@ bool in_space(const Solver& solver, const PassProblem& problem, const Schedule& 
 }
 
 // A leaf's schedule on an op shape it does not fit (the rule was fitted on a few shapes: its lane
-// mapping may not divide this D, or leave lanes idle where groups could span heads): the same
-// solver, plan fields and threads per block, on the lane mapping the solver's default takes here.
+// mapping may not divide this D, or leave lanes idle where groups could span heads): the solver's
+// own fit of it to this shape, where that is among the tuner's candidates.
 std::optional<Schedule> fitted_to_shape(const Solver& solver, const PassProblem& problem, const Schedule& s) {
-  const Schedule base = solver.default_schedule(problem);
-  Schedule fitted = s;
-  fitted.lanes = base.lanes;
-  fitted.heads = base.heads;
-  fitted.vec = base.vec;
-  const int64_t threads = int64_t{s.groups} * s.lanes;
-  fitted.groups = static_cast<int32_t>(std::max<int64_t>(s.team, threads / base.lanes / s.team * s.team));
+  const Schedule fitted = solver.fit_to_shape(problem, s);
   if (fitted == s || !in_space(solver, problem, fitted)) return std::nullopt;
   return fitted;
 }

@@ -130,10 +130,10 @@ Schedule default_schedule(const PassProblem& problem) { return default_choice(pr
 
 Schedule hand_rule_schedule(const PassProblem& problem) {
   const Solver* hub = find_solver(SolverId::HubSplit);
-  // A long row serialises one lane group while the rest of the GPU idles: split rows of 256 or
-  // more edges into 256-edge chunks (the best hub_split setting measured on blogcatalog and
-  // Enron; see bench/results).
-  const bool long_rows = problem.fingerprint->max_degree >= solvers::kDefaultSplit && hub->applicable(problem);
+  // A long row serialises one lane group while the rest of the GPU idles: split rows past the
+  // hub solver's default threshold (solvers::default_split) into chunks.
+  const bool long_rows = hub->applicable(problem) &&
+                         problem.fingerprint->max_degree >= hub->default_schedule(problem).threshold;
   const Solver* chosen = long_rows ? hub : find_solver(SolverId::Subwarp);
   Schedule s = chosen->default_schedule(problem);
   // Defaults are valid wherever the kernels can serve the problem at all; only sizes beyond the

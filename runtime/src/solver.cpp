@@ -88,6 +88,17 @@ std::string Solver::invalid_reason(const PassProblem& problem, const Schedule& s
   return common_invalid_reason(problem, s);
 }
 
+Schedule Solver::fit_to_shape(const PassProblem& problem, const Schedule& s) const {
+  const Schedule base = default_schedule(problem);
+  Schedule fitted = s;
+  fitted.lanes = base.lanes;
+  fitted.heads = base.heads;
+  fitted.vec = base.vec;
+  const int64_t threads = int64_t{s.groups} * s.lanes;
+  fitted.groups = static_cast<int32_t>(std::max<int64_t>(s.team, threads / base.lanes / s.team * s.team));
+  return fitted;
+}
+
 std::string Solver::plan_key(const Schedule& s) const {
   return fmt::format("{}:{}:{}:{}", name(), s.mid, s.threshold, s.chunk);
 }

@@ -44,6 +44,10 @@ class Solver {
   virtual std::string invalid_reason(const PassProblem& problem, const Schedule& s) const;
   // The search space, lazily small: valid schedules only.
   virtual std::vector<Schedule> enumerate(const PassProblem& problem) const = 0;
+  // `s`, measured on another op shape, moved onto the lane mapping (lanes, heads, vec) this
+  // solver's default takes for the problem; the base keeps its threads per block and plan fields.
+  // Not checked for validity (the caller does).
+  virtual Schedule fit_to_shape(const PassProblem& problem, const Schedule& s) const;
 
   // What plan() reads: 0, every row's pointers (the default); d > 0, only the rows of degree >= d
   // (RowPointers::long_rows; a solver without work lists returns kNoRows).
@@ -81,7 +85,11 @@ const Solver& solver_of(const Schedule& s);  // Error(INTERNAL_ERROR) if unknown
 namespace solvers {
 
 constexpr int32_t kMaxTeamSharedBytes = 48 * 1024;
-constexpr int32_t kDefaultSplit = 256;  // default hub threshold and chunk (edges)
+// The default hub threshold and chunk (edges) for groups of `lanes` lanes: 256 measured best on
+// blogcatalog and Enron for full warps; groups of fewer lanes split at 128, which the tuner chose
+// every time on R-MAT 2^20 for (8, 8) and D = 3 and 7, 1.07-1.47x faster than 256
+// (bench/results/2026-12-04-shapes.md).
+constexpr int32_t default_split(int32_t lanes) { return lanes < 32 ? 128 : 256; }
 
 int64_t next_pow2(int64_t x);
 int32_t max_degree(const PassProblem& p);

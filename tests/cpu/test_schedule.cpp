@@ -455,7 +455,7 @@ TEST(Schedule, HandRuleIsSubwarpSizedToD) {
   }
 }
 
-TEST(Schedule, HandRuleSwitchesToHubSplitAtDegree256) {
+TEST(Schedule, HandRuleSwitchesToHubSplitAtTheSplitOfItsLaneWidth) {
   HandRule hand;
   auto ctx = make_context();
   const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 128);
@@ -485,14 +485,23 @@ TEST(Schedule, HandRuleSwitchesToHubSplitAtDegree256) {
   }
   {
     // Hub split sized to a small D keeps the sub-warp geometry: 2 heads of 16 fp16 channels, 2
-    // lanes each, span a group of 4 lanes.
+    // lanes each, span a group of 4 lanes. Groups narrower than a warp split at 128 edges.
     auto g = star_graph(ctx.get(), 5000);
     const dfgnn_op_t small = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT16, 2, 16);
     EXPECT_EQ(get_schedule(ctx.get(), g.get(), small, DFGNN_FORWARD, nullptr).text,
-              "hub_split:lanes=4,heads=2,groups=64,team=1,vec=8,mid=0,threshold=256,chunk=256");
+              "hub_split:lanes=4,heads=2,groups=64,team=1,vec=8,mid=0,threshold=128,chunk=128");
     const dfgnn_op_t three = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT16, 3, 16);
     EXPECT_EQ(get_schedule(ctx.get(), g.get(), three, DFGNN_FORWARD, nullptr).text,
-              "hub_split:lanes=4,groups=64,team=1,vec=8,mid=0,threshold=256,chunk=256");
+              "hub_split:lanes=4,groups=64,team=1,vec=8,mid=0,threshold=128,chunk=128");
+  }
+  {
+    // The narrow groups' switch sits at 128: a 127-edge row runs whole, a 128-edge row is split.
+    const dfgnn_op_t seven = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 7);
+    auto below = star_graph(ctx.get(), 127);
+    EXPECT_EQ(get_schedule(ctx.get(), below.get(), seven, DFGNN_FORWARD, nullptr).text.rfind("subwarp:lanes=8,", 0), 0u);
+    auto at = star_graph(ctx.get(), 128);
+    EXPECT_EQ(get_schedule(ctx.get(), at.get(), seven, DFGNN_FORWARD, nullptr).text,
+              "hub_split:lanes=8,groups=32,team=1,vec=1,mid=0,threshold=128,chunk=128");
   }
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace dfgnn {
 namespace {
@@ -55,6 +56,14 @@ class EdgeBalancedSolver final : public Solver {
           if (invalid_reason(p, s).empty()) out.push_back(s);
         }
     return out;
+  }
+
+  // A block's edges scale with its groups: what carries over between op shapes is the edges per
+  // group (the enumerated 16, 64, 256), so a leaf measured at 16 lanes keeps its balance at 4.
+  Schedule fit_to_shape(const PassProblem& p, const Schedule& s) const override {
+    Schedule fitted = Solver::fit_to_shape(p, s);
+    fitted.chunk = static_cast<int32_t>(std::min<int64_t>(int64_t{s.chunk} / std::max(1, s.groups) * fitted.groups, INT32_MAX));
+    return fitted;
   }
 
   HostPlan plan(const RowPointers& rows, const Schedule& s) const override {

@@ -16,8 +16,7 @@ class HubSplitSolver final : public Solver {
   bool applicable(const PassProblem& p) const override { return solvers::max_degree(p) >= 128; }
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = solvers::base_schedule(p, id());
-    s.threshold = solvers::kDefaultSplit;
-    s.chunk = solvers::kDefaultSplit;
+    s.threshold = s.chunk = solvers::default_split(s.lanes);
     return s;
   }
   std::string invalid_reason(const PassProblem& p, const Schedule& s) const override {
