@@ -4,7 +4,7 @@
 #
 # Usage: bench/shapes-gpu.sh OUTDIR PHASE [SHAPES_ARGS...]
 #   check   on a fresh machine: build everything, then verify --tiny, GPU ctest, the Python GPU tests and
-#           memcheck of the tiny corpus, within CHECK_SECONDS (540)
+#           memcheck of the tiny corpus (MEMCHECK=0 leaves it out), within CHECK_SECONDS (540)
 #   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
@@ -68,7 +68,7 @@ case $phase in
       ${PYTEST_ARGS:-tests/python} > "$out/pytest.log" 2>&1
     echo "pytest exit $?: $(tail -1 "$out/pytest.log")"
     grep -E "^FAILED|^ERROR" "$out/pytest.log" | head -20
-    if [ "$(left)" -gt 30 ]; then
+    if [ "${MEMCHECK:-1}" = 1 ] && [ "$(left)" -gt 30 ]; then
       timeout "$(left)" compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
         --threads 16 > "$out/sanitizer-memcheck.log" 2>&1
       echo "memcheck exit $? : $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-memcheck.log" | tr '\n' ' ')"
