@@ -122,11 +122,6 @@ const LoadedNvrtc& loaded_nvrtc() {
 
 const NvrtcApi& nvrtc_api() { return loaded_nvrtc().api; }
 
-// Options that change the binary; part of every cache key.
-std::vector<std::string> options_for(int arch) {
-  return {"-std=c++17", "-arch=sm_" + std::to_string(arch), "-default-device", "-lineinfo", "-DNDEBUG"};
-}
-
 void nvrtc_check(nvrtcResult result, const char* what) {
   if (result != NVRTC_SUCCESS)
     fail(DFGNN_STATUS_COMPILE_ERROR, "{}: {}", what, nvrtc_api().nvrtcGetErrorString(result));
@@ -224,6 +219,17 @@ std::vector<std::string> nvrtc_candidates() {
   return candidates;
 }
 
+// Options that change the binary; part of every cache key.
+// Compile-time levers, measured with tools/dfgnn_nvrtc_levers.cpp (bench/results/2026-12-05-nvrtc-levers.md):
+// of a module's NVRTC time, about 10% is the front end, 55% NVVM and 35% ptxas. The options that
+// leave the machine code as it is gain 2-6% each (-minimal, dropping -lineinfo, a PCH of the
+// source); -default-device, --extra-device-vectorization and -Xptxas=-O2 change neither code nor time.
+// Only options that change the code gain more (-Ofast-compile=min/max 33-44%): none is used
+// until GPU timings show the kernels no slower.
+std::vector<std::string> nvrtc_options(int arch) {
+  return {"-std=c++17", "-arch=sm_" + std::to_string(arch), "-default-device", "-lineinfo", "-DNDEBUG"};
+}
+
 std::string find_nvrtc(const std::vector<std::string>& candidates) { return load_first(candidates).path; }
 
 const std::string& nvrtc_library() { return loaded_nvrtc().path; }
@@ -252,7 +258,7 @@ Cubin compile(const std::vector<std::string>& names, int arch) {
               "nvrtcCreateProgram");
   for (const std::string& name : names)
     nvrtc_check(api.nvrtcAddNameExpression(program.handle, name.c_str()), "nvrtcAddNameExpression");
-  const std::vector<std::string> options = options_for(arch);
+  const std::vector<std::string> options = nvrtc_options(arch);
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());
   const nvrtcResult result = api.nvrtcCompileProgram(program.handle, static_cast<int>(argv.size()), argv.data());
@@ -305,7 +311,7 @@ std::string ModuleCache::key(const std::vector<std::string>& names, int arch) {
   // Not the NVRTC version: a cubin is machine code for one architecture, whichever NVRTC made it,
   // so a module compiled by the packager's NVRTC (the shipped modules) serves every user's.
   std::string key = fmt::format("{}|", kernel_source_hash());
-  for (const std::string& o : options_for(arch)) key += o + " ";
+  for (const std::string& o : nvrtc_options(arch)) key += o + " ";
   for (const std::string& n : names) key += "|" + n;
   return key;
 }

@@ -48,6 +48,10 @@ struct Cubin {
   std::string origin;                // where it came from: "compiled", or the store's layer and file
 };
 
+// The NVRTC options every compile uses for sm_<arch> (part of every module key: changing them
+// retires stored modules).
+std::vector<std::string> nvrtc_options(int arch);
+
 // Compiles the embedded source for sm_<arch> with the given name expressions.
 // Throws Error(NOT_SUPPORTED) when NVRTC is missing or does not compile for sm_<arch> (naming the
 // architecture and the range it does), Error(COMPILE_ERROR) carrying the NVRTC log, options and
