@@ -161,7 +161,7 @@ void split_row(const RowSpan& row, int32_t chunk, HostPlan& plan, HostPlan::Part
 }
 
 int32_t part_items(const HostPlan::Part& part, int32_t num_rows) {
-  return part.whole_rows ? num_rows : static_cast<int32_t>(part.segments.size());
+  return part.listed() ? static_cast<int32_t>(part.segments.size()) : num_rows;
 }
 
 Launch rows_launch(const dfgnn_op_t& op, PassKind pass, const char* role, std::string kernel, int32_t part,
@@ -190,7 +190,7 @@ Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& pl
 }  // namespace solvers
 HostPlan WholeRowsSolver::plan(const RowPointers&, const Schedule& s) const {
   HostPlan plan;
-  plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, HostPlan::kNoLimit, {}});
+  plan.parts.push_back(HostPlan::Part{.kind = HostPlan::Part::Kind::Rows, .lanes = s.lanes});
   return plan;
 }
 

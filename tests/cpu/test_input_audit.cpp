@@ -197,7 +197,7 @@ TEST(InputAudit, EdgeBalancedGroupsNeverCostMoreThanTheBlockEdges) {
   rows.ptr = {0, kInt32Max - 1, kInt32Max};
   const HostPlan plan = make_plan(rows, parse_schedule("edge_balanced:lanes=32,groups=8,vec=1,chunk=2147483647"));
   ASSERT_EQ(plan.parts.size(), 1u);
-  EXPECT_TRUE(plan.parts[0].row_groups);
+  EXPECT_EQ(plan.parts[0].kind, dfgnn::HostPlan::Part::Kind::RowGroups);
   EXPECT_EQ(plan.parts[0].segments, (std::vector<Segment>{{0, 1, 0, kInt32Max - 1}, {1, 2, kInt32Max - 1, kInt32Max}}));
 }
 
