@@ -268,4 +268,27 @@ bool hand_rule_selected() {
   return false;
 }
 
+// ---------------------------------------------------------------- the default rule
+DefaultChoice default_choice(const PassProblem& problem) {
+  return choose_default(hand_rule_selected() ? nullptr : embedded_rule(), problem);
+}
+
+Schedule default_schedule(const PassProblem& problem) { return default_choice(problem).schedule; }
+
+Schedule hand_rule_schedule(const PassProblem& problem) {
+  const Solver* hub = find_solver(SolverId::HubSplit);
+  // A long row serialises one lane group while the rest of the GPU idles: split rows of 256 or
+  // more edges into 256-edge chunks (the best hub_split setting measured on blogcatalog and
+  // Enron; see bench/results).
+  const bool long_rows = problem.fingerprint->max_degree >= solvers::kDefaultSplit && hub->applicable(problem);
+  const Solver* chosen = long_rows ? hub : find_solver(SolverId::Subwarp);
+  Schedule s = chosen->default_schedule(problem);
+  // Defaults are valid wherever the kernels can serve the problem at all; only sizes beyond the
+  // register budget (very large D) have no schedule.
+  if (const std::string reason = chosen->invalid_reason(problem, s); !reason.empty())
+    fail(DFGNN_STATUS_NOT_SUPPORTED, "no schedule serves {} with D = {}: {}", model_name(problem.op.model),
+         problem.op.dim, reason);
+  return s;
+}
+
 }  // namespace dfgnn

@@ -2,6 +2,7 @@
 
 #include "context.hpp"
 #include "cuda.hpp"
+#include "default_rule.hpp"
 #include "env_number.hpp"
 #include "error.hpp"
 #include "fingerprint.hpp"

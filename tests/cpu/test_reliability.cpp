@@ -6,6 +6,7 @@
 #include "error.hpp"
 #include "logging.hpp"
 #include "schedule.hpp"
+#include "solver.hpp"
 
 #include <spdlog/sinks/ostream_sink.h>
 

@@ -3,6 +3,7 @@
 // (every listed schedule is accepted back, no duplicates, thresholds inside the degree range).
 #include "test_util.hpp"
 
+#include "default_rule.hpp"
 #include "error.hpp"
 #include "graph.hpp"
 #include "graph_io.hpp"

@@ -10,6 +10,7 @@
 // hub_split and edge_balanced planned negative edge bounds.)
 #include "fuzz_util.hpp"
 
+#include "default_rule.hpp"
 #include "error.hpp"
 #include "graph.hpp"
 #include "plan.hpp"

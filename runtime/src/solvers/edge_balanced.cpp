@@ -17,7 +17,6 @@ namespace {
 class EdgeBalancedSolver final : public Solver {
  public:
   SolverId id() const override { return SolverId::EdgeBalanced; }
-  const char* name() const override { return "edge_balanced"; }
   bool applicable(const PassProblem&) const override { return true; }
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = solvers::base_schedule(p, id());

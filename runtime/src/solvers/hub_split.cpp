@@ -12,7 +12,6 @@ namespace {
 class HubSplitSolver final : public Solver {
  public:
   SolverId id() const override { return SolverId::HubSplit; }
-  const char* name() const override { return "hub_split"; }
   bool applicable(const PassProblem& p) const override { return solvers::max_degree(p) >= 128; }
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = solvers::base_schedule(p, id());

@@ -15,7 +15,6 @@ constexpr int32_t kWarpGroups = 8;  // the warp bins' blocks: 8 warps
 class HybridSolver final : public Solver {
  public:
   SolverId id() const override { return SolverId::Hybrid; }
-  const char* name() const override { return "hybrid"; }
   bool applicable(const PassProblem& p) const override {
     return p.fingerprint->cv >= 1.0 && solvers::max_degree(p) >= 64;
   }
