@@ -17,6 +17,7 @@
 #include "schedule.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -733,3 +734,37 @@ TEST(Plan, CheckerCatchesBrokenPlans) {
     EXPECT_TRUE(checker_reports(g7->csr(), hy, bad, "row 2 (degree 2) covered 2 times"));
   }
 }
+
+// ---------------------------------------------------------------- plans from extreme schedule text
+namespace dfgnn {
+namespace {
+
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// With the largest chunk (2^31 - 1), the chunks of a split row stay inside the row (no int32 wrap).
+TEST(Plan, SplitRowsWithTheLargestChunkStayInsideTheRow) {
+  const auto g = graph_with_degrees({3, 100, 2});
+  for (const char* text : {"hub_split:lanes=32,groups=8,threshold=64,chunk=2147483647",
+                           "hybrid:lanes=8,groups=32,mid=8,threshold=64,chunk=2147483647"}) {
+    SCOPED_TRACE(text);
+    const HostPlan plan = make_plan(g->csr(), parse_schedule(text));
+    ASSERT_FALSE(plan.parts.empty());
+    EXPECT_EQ(plan.parts[0].segments, (std::vector<Segment>{{1, 3, 103, 0}}));  // the whole hub row, one chunk
+    EXPECT_EQ(plan.hubs, (std::vector<Segment>{{1, 0, 1, 0}}));
+    EXPECT_EQ(plan.num_slots, 1);
+  }
+}
+
+// A row group costs at most block_edges(), also where the sum passes 2^31 (no int32 wrap).
+TEST(Plan, EdgeBalancedGroupsNeverCostMoreThanTheBlockEdges) {
+  Compressed rows;  // a plan reads only the row pointers
+  rows.num_rows = 2;
+  rows.ptr = {0, kInt32Max - 1, kInt32Max};
+  const HostPlan plan = make_plan(rows, parse_schedule("edge_balanced:lanes=32,groups=8,vec=1,chunk=2147483647"));
+  ASSERT_EQ(plan.parts.size(), 1u);
+  EXPECT_EQ(plan.parts[0].kind, dfgnn::HostPlan::Part::Kind::RowGroups);
+  EXPECT_EQ(plan.parts[0].segments, (std::vector<Segment>{{0, 1, 0, kInt32Max - 1}, {1, 2, kInt32Max - 1, kInt32Max}}));
+}
+
+}  // namespace
+}  // namespace dfgnn
