@@ -27,7 +27,7 @@ constexpr int kVersion = 1;
 
 double log2_at_least_1(int64_t x) { return std::log2(static_cast<double>(std::max<int64_t>(x, 1))); }
 
-// The features, as bench/fit_default_rule.py's FEATURES computes them: same names, same formulas.
+// The features, as tools/fit_default_rule.py's FEATURES computes them: same names, same formulas.
 struct Feature {
   const char* name;
   double (*value)(const dfgnn_fingerprint_t& fp, const PassProblem& p);

@@ -1,5 +1,5 @@
 // The fitted default rule: what dispatch runs for a problem nobody tuned. A small decision tree over
-// fingerprint and op features, fitted on sweep data by bench/fit_default_rule.py; its JSON
+// fingerprint and op features, fitted on sweep data by tools/fit_default_rule.py; its JSON
 // (runtime/data/default_rule.json) is embedded into the library at build time. Every leaf holds
 // schedule texts, best first; the first that is valid for the problem answers. Where none is, or
 // the rule does not parse, the hand rule answers.
@@ -64,7 +64,7 @@ class FittedRule {
   std::optional<double> max_log2_edges_;  // none: the rule answers for every graph
 };
 
-// The value of a rule feature (the names of bench/fit_default_rule.py's FEATURES) for a problem;
+// The value of a rule feature (the names of tools/fit_default_rule.py's FEATURES) for a problem;
 // nullopt for an unknown name.
 std::optional<double> rule_feature(std::string_view name, const PassProblem& problem);
 
