@@ -407,8 +407,7 @@ TEST(Cli, TuneExplainCreatesNoDatabase) {
 
 int line_count(const std::string& text) { return count_of(text, "\n"); }
 
-// D in [2^30 + 1, 2^31 - 1] used to hang dfgnn-tune (no output after 20 s): now one line and a
-// non-zero exit at once. `timeout` turns a hang into a failure instead of a stuck test.
+// dfgnn-tune refuses D in [2^30 + 1, 2^31 - 1] at once, in one line (`timeout` turns a hang into a failure).
 TEST(Cli, TuneRefusesAHugeDimAtOnce) {
   const std::string cora = std::string(DFGNN_SOURCE_DIR) + "/data/cora";
   for (const char* dims : {"--dim 1073741825", "--dim 2147483647", "--heads 100000 --dim 100000"}) {
@@ -599,9 +598,8 @@ TEST(Cli, GraphReportsFileErrorsInOneLine) {
   EXPECT_EQ(line_count(r.output), 1) << r.output;
   EXPECT_TRUE(contains(r.output, "file ends after 1 edge lines, the header declares 2147483647")) << r.output;
 }
-// Issue 26: the issue's "43-byte" file (40 bytes) with one large node id, under a 1 GB
-// address-space limit: one line naming the ratio and dfgnnGraphCreateCoo, exit 1 (before: it asked
-// for 8.6 GB, here "out of host memory").
+// Issue 26: a 40-byte file with one large node id is refused within a 1 GB address space, in one
+// line naming the ratio and dfgnnGraphCreateCoo (exit 1).
 TEST(Cli, GraphRefusesOneLargeNodeIdWithin1GB) {
   TempDir dir;
   const std::string file = dir / "g.txt";
