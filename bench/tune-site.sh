@@ -3,7 +3,7 @@
 # shapes for a few op configurations (forward and backward) with dfgnn-tune, then exports a
 # compact snapshot without compiled modules (each machine compiles its own) to ship read-only.
 # The same databases are the sweep data the measured default rule and the nearest-fingerprint
-# calibration are fitted on (bench/fit_default_rule.py, bench/calibrate_nearest.py).
+# calibration are fitted on (tools/fit_default_rule.py, tools/calibrate_nearest.py).
 #
 # Usage: bench/tune-site.sh BUILD_DIR OUTDIR DATASETS
 # Environment: GRAPHS (dataset names under DATASETS, default below), CONFIGS ("model:H:D:dtype ...";
@@ -27,7 +27,7 @@ graphs=${GRAPHS:-"cora citeseer pubmed cora-ml citationfull-dblp amazon-photo co
 # are merged with dfgnn-db merge.
 configs=${CONFIGS:-$(python3 "$(dirname "$0")/zoo.py")} || { echo "bench/zoo.txt: unreadable"; exit 1; }
 # The recorded default of every tuned problem is the hand rule's: the same databases are the sweep
-# the default rule is fitted on (bench/fit_default_rule.py), which measures regret against it.
+# the default rule is fitted on (tools/fit_default_rule.py), which measures regret against it.
 export DFGNN_DEFAULT_RULE=${DFGNN_DEFAULT_RULE:-hand}
 db=$out/work.db
 step() { echo "=== $* ($(date +%T))"; }

@@ -960,19 +960,25 @@ nb::dict array_info(nb::handle obj) {
   return d;
 }
 
-}  // namespace
-
-NB_MODULE(_dfgnn, m) {
-  m.doc() = "dfgnn C API bindings (nanobind); use the dfgnn package, not this module";
+// Errors: the translator to dfgnn's typed Python errors, its factory, status strings.
+void bind_errors(nb::module_& m) {
   nb::register_exception_translator(translate);
 
   m.def("_set_error_factory", [](nb::object f) {
     if (error_factory == nullptr) error_factory = new nb::object();
     *error_factory = std::move(f);
   });
-  m.def("version", [] { return std::string(dfgnnGetVersion()); });
   m.def("status_string", [](int s) { return std::string(dfgnnGetStatusString(static_cast<dfgnn_status_t>(s))); });
+}
+
+// The library's version and the array description the Python side validates with.
+void bind_library(nb::module_& m) {
+  m.def("version", [] { return std::string(dfgnnGetVersion()); });
   m.def("array_info", &array_info, "array"_a);
+}
+
+// The model table (dfgnnModelInputs, dfgnnModelName / dfgnnModelFromName) and the Model enum.
+void bind_models(nb::module_& m) {
   m.def("model_inputs", [](dfgnn_model_t model, bool edge_features) {
     nb::list names;
     for (int slot : model_inputs(model, edge_features, "model_inputs")) names.append(nb::str(kSlots[slot]));
@@ -1001,6 +1007,10 @@ NB_MODULE(_dfgnn, m) {
   // Launch.forward / backward take this many input pointers (a0..a3), dfgnn.torch's native op as many tensors.
   static_assert(DFGNN_MAX_MODEL_INPUTS == 4, "Launch.forward and backward take a0..a3");
   m.attr("MAX_MODEL_INPUTS") = DFGNN_MAX_MODEL_INPUTS;
+}
+
+// dtypes, directions, the channel limit and Op (dfgnn_op_t).
+void bind_ops(nb::module_& m) {
   nb::enum_<dfgnn_dtype_t>(m, "DType", nb::is_arithmetic())
       .value("FLOAT32", DFGNN_DTYPE_FLOAT32)
       .value("FLOAT16", DFGNN_DTYPE_FLOAT16)
@@ -1010,11 +1020,6 @@ NB_MODULE(_dfgnn, m) {
       .value("FORWARD", DFGNN_FORWARD)
       .value("BACKWARD", DFGNN_BACKWARD);
   m.attr("MAX_CHANNELS") = static_cast<int>(DFGNN_MAX_CHANNELS);  // H * D limit, checked before allocating
-  m.attr("RMAT_DEDUPLICATE") = static_cast<int>(DFGNN_RMAT_DEDUPLICATE);
-  m.attr("RMAT_NO_SELF_LOOPS") = static_cast<int>(DFGNN_RMAT_NO_SELF_LOOPS);
-  m.attr("RMAT_PERMUTE_IDS") = static_cast<int>(DFGNN_RMAT_PERMUTE_IDS);
-  m.attr("RMAT_SYMMETRIZE") = static_cast<int>(DFGNN_RMAT_SYMMETRIZE);
-
   nb::class_<dfgnn_op_t>(m, "Op", "dfgnn_op_t: what an op computes (model, dtype, heads, dim, ...)")
       .def(
           "__init__",
@@ -1045,7 +1050,10 @@ NB_MODULE(_dfgnn, m) {
         s << ")";
         return s.str();
       });
+}
 
+// Context (dfgnn_context_t) and the default context.
+void bind_context(nb::module_& m) {
   nb::class_<Context>(m, "Context", "A dfgnn context (dfgnn_context_t): kernel module cache, device state")
       .def("__init__", [](Context* self) { new (self) Context{std::make_shared<ContextBox>()}; })
       .def("has_device",
@@ -1088,6 +1096,14 @@ NB_MODULE(_dfgnn, m) {
       .def("__eq__", [](const Context& a, const Context& b) { return a.box == b.box; })
       .def("__hash__", [](const Context& a) { return reinterpret_cast<uintptr_t>(a.box.get()); });
   m.def("default_context", &default_context);
+}
+
+// Graph handles and their constructors (COO, CSR, files, generators and their flags).
+void bind_graphs(nb::module_& m) {
+  m.attr("RMAT_DEDUPLICATE") = static_cast<int>(DFGNN_RMAT_DEDUPLICATE);
+  m.attr("RMAT_NO_SELF_LOOPS") = static_cast<int>(DFGNN_RMAT_NO_SELF_LOOPS);
+  m.attr("RMAT_PERMUTE_IDS") = static_cast<int>(DFGNN_RMAT_PERMUTE_IDS);
+  m.attr("RMAT_SYMMETRIZE") = static_cast<int>(DFGNN_RMAT_SYMMETRIZE);
 
   nb::class_<Graph>(m, "Graph", "A dfgnn graph handle (dfgnn_graph_t); build it through dfgnn.Graph")
       .def("size", &Graph::size)
@@ -1111,7 +1127,10 @@ NB_MODULE(_dfgnn, m) {
         "add_self_loops"_a, "reject_duplicates"_a);
   m.def("graph_planted_hubs", &graph_planted_hubs, "context"_a, "num_nodes"_a, "avg_degree"_a, "num_hubs"_a,
         "hub_degree"_a, "seed"_a, "add_self_loops"_a, "reject_duplicates"_a);
+}
 
+// Fingerprints: text form, bucket key, distance.
+void bind_fingerprints(nb::module_& m) {
   m.def("fingerprint_serialize", [](nb::dict d) {
     const dfgnn_fingerprint_t f = fingerprint_from_dict(d);
     return text_of([&](char* b, size_t c, size_t* l) { return dfgnnFingerprintSerialize(&f, b, c, l); },
@@ -1133,10 +1152,16 @@ NB_MODULE(_dfgnn, m) {
     check(dfgnnFingerprintDistance(&fa, &fb, &d), "dfgnnFingerprintDistance");
     return d;
   });
+}
 
+// The float64 reference ops.
+void bind_reference(nb::module_& m) {
   m.def("reference_forward", &reference_forward, "graph"_a, "op"_a, "inputs"_a, "out"_a, "lse"_a.none());
   m.def("reference_backward", &reference_backward, "graph"_a, "op"_a, "inputs"_a, "grad_out"_a, "grads"_a);
+}
 
+// Ops on the GPU: workspace sizes, forward / backward, and prepared Launches (dfgnn.torch's call path).
+void bind_launch(nb::module_& m) {
   m.def(
       "workspace_size",
       [](const Context& ctx, const Graph& g, const dfgnn_op_t& op, dfgnn_direction_t direction,
@@ -1165,6 +1190,10 @@ NB_MODULE(_dfgnn, m) {
   m.def("make_launch", &make_launch, "context"_a, "graph"_a, "op"_a, "direction"_a, "schedule"_a.none(),
         "inputs"_a, "out"_a, "lse"_a.none(), "grad_out"_a.none(), "grads"_a.none(),
         "Validates a first call's arrays as forward / backward do and returns its Launch.");
+}
+
+// Schedules and tuning: the chosen schedule, candidates, tuning, explain, compiling ahead.
+void bind_tuning(nb::module_& m) {
   m.def(
       "get_schedule",
       [](const Context& ctx, const Graph& g, const dfgnn_op_t& op, dfgnn_direction_t direction,
@@ -1218,4 +1247,20 @@ NB_MODULE(_dfgnn, m) {
         check(s, "dfgnnCompile");
       },
       "context"_a, "graph"_a.none(), "op"_a, "direction"_a, "schedule"_a.none(), "arch"_a);
+}
+
+}  // namespace
+
+NB_MODULE(_dfgnn, m) {
+  m.doc() = "dfgnn C API bindings (nanobind); use the dfgnn package, not this module";
+  bind_errors(m);
+  bind_library(m);
+  bind_models(m);
+  bind_ops(m);
+  bind_context(m);
+  bind_graphs(m);
+  bind_fingerprints(m);
+  bind_reference(m);
+  bind_launch(m);
+  bind_tuning(m);
 }

@@ -11,6 +11,7 @@
 #include "op.hpp"
 #include "ops.hpp"
 #include "schedule.hpp"
+#include "solver.hpp"
 #include "reference.hpp"
 
 #include <cmath>

@@ -27,7 +27,7 @@ constexpr int kVersion = 1;
 
 double log2_at_least_1(int64_t x) { return std::log2(static_cast<double>(std::max<int64_t>(x, 1))); }
 
-// The features, as bench/fit_default_rule.py's FEATURES computes them: same names, same formulas.
+// The features, as tools/fit_default_rule.py's FEATURES computes them: same names, same formulas.
 struct Feature {
   const char* name;
   double (*value)(const dfgnn_fingerprint_t& fp, const PassProblem& p);
@@ -260,6 +260,29 @@ bool hand_rule_selected() {
       log().warn("DFGNN_DEFAULT_RULE='{}' is not 'hand' or 'fitted'; the fitted rule answers", s);
   }
   return false;
+}
+
+// ---------------------------------------------------------------- the default rule
+DefaultChoice default_choice(const PassProblem& problem) {
+  return choose_default(hand_rule_selected() ? nullptr : embedded_rule(), problem);
+}
+
+Schedule default_schedule(const PassProblem& problem) { return default_choice(problem).schedule; }
+
+Schedule hand_rule_schedule(const PassProblem& problem) {
+  const Solver* hub = find_solver(SolverId::HubSplit);
+  // A long row serialises one lane group while the rest of the GPU idles: split rows past the
+  // hub solver's default threshold (solvers::default_split) into chunks.
+  const bool long_rows = hub->applicable(problem) &&
+                         problem.fingerprint->max_degree >= hub->default_schedule(problem).threshold;
+  const Solver* chosen = long_rows ? hub : find_solver(SolverId::Subwarp);
+  Schedule s = chosen->default_schedule(problem);
+  // Defaults are valid wherever the kernels can serve the problem at all; only sizes beyond the
+  // register budget (very large D) have no schedule.
+  if (const std::string reason = chosen->invalid_reason(problem, s); !reason.empty())
+    fail(DFGNN_STATUS_NOT_SUPPORTED, "no schedule serves {} with D = {}: {}", model_name(problem.op.model),
+         problem.op.dim, reason);
+  return s;
 }
 
 }  // namespace dfgnn

@@ -1,8 +1,8 @@
 // The fitted default rule: what dispatch runs for a problem nobody tuned. A small decision tree over
-// fingerprint and op features, fitted on sweep data by bench/fit_default_rule.py; its JSON
+// fingerprint and op features, fitted on sweep data by tools/fit_default_rule.py; its JSON
 // (runtime/data/default_rule.json) is embedded into the library at build time. Every leaf holds
 // schedule texts, best first; the first that is valid for the problem answers. Where none is, or
-// the rule does not parse, the hand rule (schedule.hpp) answers.
+// the rule does not parse, the hand rule answers.
 #pragma once
 
 #include "schedule.hpp"
@@ -14,6 +14,20 @@
 #include <vector>
 
 namespace dfgnn {
+
+// The default rule: what runs without tuning. The fitted rule (FittedRule, below) answers where its
+// leaf has a schedule valid for the problem, else the hand rule; DFGNN_DEFAULT_RULE=hand selects
+// the hand rule alone. Never an invalid schedule: where none serves the problem (very large D),
+// Error(NOT_SUPPORTED).
+struct DefaultChoice {
+  Schedule schedule;
+  std::string rule;  // which rule answered, for explain: "fitted rule leaf 7" or "hand rule"
+};
+DefaultChoice default_choice(const PassProblem& problem);
+Schedule default_schedule(const PassProblem& problem);  // default_choice(problem).schedule
+// The hand rule, the documented fallback: hub split (rows of >= 256 edges cut into 256-edge
+// chunks) where the traversed structure has such rows, else the sub-warp mapping sized to D.
+Schedule hand_rule_schedule(const PassProblem& problem);
 
 class FittedRule {
  public:
@@ -50,7 +64,7 @@ class FittedRule {
   std::optional<double> max_log2_edges_;  // none: the rule answers for every graph
 };
 
-// The value of a rule feature (the names of bench/fit_default_rule.py's FEATURES) for a problem;
+// The value of a rule feature (the names of tools/fit_default_rule.py's FEATURES) for a problem;
 // nullopt for an unknown name.
 std::optional<double> rule_feature(std::string_view name, const PassProblem& problem);
 
@@ -63,7 +77,7 @@ const FittedRule* embedded_rule();
 const char* embedded_rule_text();
 
 // The default rule's answer with the given fitted rule (null: none): its choice, else the hand
-// rule's. default_choice() (schedule.hpp) calls it with the embedded rule.
+// rule's. default_choice() calls it with the embedded rule.
 DefaultChoice choose_default(const FittedRule* rule, const PassProblem& problem);
 
 // DFGNN_DEFAULT_RULE: "hand" selects the hand rule (for A/B benchmarks); unset, empty or

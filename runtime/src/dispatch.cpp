@@ -2,6 +2,7 @@
 
 #include "context.hpp"
 #include "cuda.hpp"
+#include "default_rule.hpp"
 #include "env_number.hpp"
 #include "error.hpp"
 #include "fingerprint.hpp"
@@ -34,7 +35,7 @@ TuneMode mode_from_environment() {
   return TuneMode::Off;
 }
 
-// The nearest-fingerprint radius: the calibrated one (bench/calibrate_nearest.py), unless the
+// The nearest-fingerprint radius: the calibrated one (tools/calibrate_nearest.py), unless the
 // environment overrides it.
 double distance_from_environment() {
   const double calibrated = nearest_calibration().radius;

@@ -32,7 +32,7 @@ dfgnn_fingerprint_t parse_fingerprint(const std::string& text);
 //   gini, top1: |a - b| (top1 = the edge share of the top 1% of rows);
 //   hist: sum_b |hist_a[b] - hist_b[b]| (L1 of the degree-bin shares, in [0, 2]);
 //   hubs: mean over thresholds k of |L(hub_rows_a[k]) - L(hub_rows_b[k])|.
-// The weights, the radius and the vote radius are fitted by bench/calibrate_nearest.py on recorded
+// The weights, the radius and the vote radius are fitted by tools/calibrate_nearest.py on recorded
 // tuning databases and embedded as data (nearest_calibration.inc); the script uses the same terms.
 inline constexpr int kDistanceTerms = 13;
 inline constexpr std::array<const char*, kDistanceTerms> kDistanceTermNames = {
@@ -44,7 +44,7 @@ struct NearestCalibration {
   double radius = 0;       // a tuned graph within it answers for an untuned one
   double vote_factor = 1;  // tuned graphs within vote_factor x radius vote on the nearest one's near-ties
 };
-// Reads a calibration document (the JSON bench/calibrate_nearest.py writes); throws
+// Reads a calibration document (the JSON tools/calibrate_nearest.py writes); throws
 // Error(PARSE_ERROR) naming the problem (a term list other than kDistanceTermNames, a negative or
 // non-finite weight or radius, a vote factor below 1).
 NearestCalibration parse_nearest_calibration(const std::string& json);

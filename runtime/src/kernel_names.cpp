@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "op.hpp"
+#include "solver.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // Nearest-fingerprint reuse: which schedules a graph with no tuning result of its own takes from
-// the tuned graphs around it. Pure (no database, no GPU), so that bench/calibrate_nearest.py's
+// the tuned graphs around it. Pure (no database, no GPU), so that tools/calibrate_nearest.py's
 // replay of it can be checked against it (tests/cpu/test_nearest.cpp).
 #pragma once
 

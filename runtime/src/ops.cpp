@@ -146,7 +146,7 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
       l.count = static_cast<int32_t>(plan.hubs.size());
     } else {
       const HostPlan::Part& part = plan.parts.at(static_cast<size_t>(launch.part));
-      l.list = part.whole_rows ? nullptr : device.parts[static_cast<size_t>(launch.part)].as<const int4>();
+      l.list = part.listed() ? device.parts[static_cast<size_t>(launch.part)].as<const int4>() : nullptr;
       l.count = solvers::part_items(part, g.num_nodes());
       l.min_degree = part.min_degree;
       l.max_degree = part.max_degree;

@@ -22,7 +22,7 @@ HostPlan make_plan(const Compressed& c, const Schedule& s) {
 const Plan::Device& Plan::device() const {
   std::call_once(uploaded_, [&] {
     for (const HostPlan::Part& part : host_.parts)
-      device_.parts.push_back(part.whole_rows ? DeviceBuffer() : upload(part.segments.data(), part.segments.size() * sizeof(Segment)));
+      device_.parts.push_back(part.listed() ? upload(part.segments.data(), part.segments.size() * sizeof(Segment)) : DeviceBuffer());
     device_.hubs = upload(host_.hubs.data(), host_.hubs.size() * sizeof(Segment));
   });
   return device_;

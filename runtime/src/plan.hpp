@@ -43,20 +43,29 @@ std::vector<RowSpan> long_rows_of(const int32_t* ptr, int32_t rows, int32_t min_
 using Segment = std::array<int32_t, 4>;
 
 struct HostPlan {
-  // One rows_kernel launch: lane groups of `lanes` lanes either over `segments` (chunks of split
-  // rows), or, with whole_rows, over every row whose degree lies in [min_degree, max_degree)
-  // (no list: groups of other rows exit at once), so a plan stores only its chunks.
-  // With row_groups, a balanced_kernel launch instead: one block per segment (first row, end row,
-  // first edge, end edge) of consecutive rows.
+  static constexpr int32_t kNoLimit = 0x7fffffff;
+  // One launch of a pass over a part of the structure's rows.
   struct Part {
-    int32_t lanes = 32;
-    bool whole_rows = false;
+    enum class Kind : int32_t {
+      // rows_kernel: lane groups over every row whose degree lies in [min_degree, max_degree) (no
+      // list: groups of other rows exit at once), so a plan stores only its chunks.
+      Rows,
+      // The same rows on whole warps (hybrid's middle bin, beside its narrower groups' Rows part).
+      WarpRows,
+      // rows_kernel: lane groups over `segments`, the chunks of split rows.
+      Chunks,
+      // balanced_kernel: one block per segment (first row, end row, first edge, end edge) of
+      // consecutive rows.
+      RowGroups,
+    };
+    Kind kind = Kind::Rows;
+    int32_t lanes = 32;  // lanes per group of the kernel that runs it
     int32_t min_degree = 0;
     int32_t max_degree = kNoLimit;
-    std::vector<Segment> segments;
-    bool row_groups = false;
+    std::vector<Segment> segments = {};  // Chunks, RowGroups
+    // Whether the launch reads `segments` (else it runs over every row, by degree).
+    bool listed() const { return kind == Kind::Chunks || kind == Kind::RowGroups; }
   };
-  static constexpr int32_t kNoLimit = 0x7fffffff;
   std::vector<Part> parts;
   std::vector<Segment> hubs;  // split rows to merge
   int32_t num_slots = 0;      // partial states per head
@@ -74,7 +83,7 @@ class Plan {
   explicit Plan(HostPlan host) : host_(std::move(host)) {}
   const HostPlan& host() const { return host_; }
   struct Device {
-    std::vector<DeviceBuffer> parts;  // one per host part (empty buffer for whole_rows)
+    std::vector<DeviceBuffer> parts;  // one per host part (an empty buffer where it has no list)
     DeviceBuffer hubs;
   };
   const Device& device() const;

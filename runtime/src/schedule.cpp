@@ -1,23 +1,32 @@
+// The schedule's text form: "SOLVER:field=value,...", one field list (Schedule::visit).
 #include "schedule.hpp"
 
-#include "default_rule.hpp"
 #include "error.hpp"
-#include "op.hpp"
-#include "solver.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <set>
 
 namespace dfgnn {
+namespace {
 
-int32_t state_floats(const dfgnn_op_t& op, PassKind pass) {
-  const ModelTraits traits = traits_of(op.model);
-  const StateShape shape = pass == PassKind::Forward       ? traits.forward
-                           : pass == PassKind::BackwardRow ? traits.backward_row
-                                                           : traits.backward_col;
-  return shape.ns + shape.nv * op.dim;
-}
+// Each solver's name in schedule text, in id order (the order parse errors list them in).
+struct SolverName {
+  SolverId id;
+  const char* name;
+};
+constexpr SolverName kSolverNames[] = {
+    {SolverId::Subwarp, "subwarp"},
+    {SolverId::BlockRow, "block_row"},
+    {SolverId::HubSplit, "hub_split"},
+    {SolverId::Hybrid, "hybrid"},
+    {SolverId::EdgeBalanced, "edge_balanced"},
+};
+
+}  // namespace
 
 const char* pass_name(PassKind pass) {
   switch (pass) {
@@ -29,30 +38,9 @@ const char* pass_name(PassKind pass) {
 }
 
 const char* solver_name(SolverId id) {
-  const Solver* solver = find_solver(id);
-  return solver == nullptr ? "unknown" : solver->name();
-}
-
-int32_t lanes_for_dim(int32_t dim, int32_t vec) {
-  return static_cast<int32_t>(std::clamp<int64_t>(solvers::next_pow2((int64_t{dim} + vec - 1) / vec), 4, 32));
-}
-
-int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec) {
-  return static_cast<int32_t>(std::clamp<int64_t>(solvers::next_pow2((int64_t{dim} + vec - 1) / vec), 1, 32));
-}
-
-int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec) {
-  if (op.heads <= 1 || op.dim > 32) return 1;
-  const int32_t per_head = lanes_per_head_for_dim(op.dim, vec);
-  int32_t heads = 1;
-  while (op.heads % (heads * 2) == 0 && heads * 2 * per_head <= 32) heads *= 2;
-  return heads;
-}
-
-int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec) {
-  // In 64 bits: D near 2^31 must not wrap; the result is at most D, so it fits again.
-  const int64_t per_chunk = int64_t{lanes} * vec;
-  return static_cast<int32_t>((int64_t{dim} + per_chunk - 1) / per_chunk * vec);
+  const auto it =
+      std::find_if(std::begin(kSolverNames), std::end(kSolverNames), [&](const SolverName& n) { return n.id == id; });
+  return it == std::end(kSolverNames) ? "unknown" : it->name;
 }
 
 std::string to_string(const Schedule& s) {
@@ -69,16 +57,15 @@ std::string to_string(const Schedule& s) {
 Schedule parse_schedule(const std::string& text) {
   const size_t colon = text.find(':');
   const std::string name = text.substr(0, colon);
-  const Solver* solver = nullptr;
-  for (const Solver* s : all_solvers())
-    if (name == s->name()) solver = s;
-  if (solver == nullptr) {
+  const auto solver =
+      std::find_if(std::begin(kSolverNames), std::end(kSolverNames), [&](const SolverName& n) { return name == n.name; });
+  if (solver == std::end(kSolverNames)) {
     std::string known;
-    for (const Solver* s : all_solvers()) known += std::string(known.empty() ? "" : ", ") + s->name();
+    for (const SolverName& n : kSolverNames) known += std::string(known.empty() ? "" : ", ") + n.name;
     fail(DFGNN_STATUS_PARSE_ERROR, "schedule '{}': unknown solver '{}' ({})", text, name, known);
   }
   Schedule s;
-  s.solver = solver->id();
+  s.solver = solver->id;
   std::string rest = colon == std::string::npos ? "" : text.substr(colon + 1);
   std::set<std::string> seen;  // a repeated field would otherwise let the last value win silently
   size_t pos = 0;
@@ -120,46 +107,6 @@ SchedulePair parse_schedules(dfgnn_direction_t direction, const std::string& tex
 
 std::string to_string(dfgnn_direction_t direction, const SchedulePair& s) {
   return direction == DFGNN_FORWARD ? to_string(s.row) : to_string(s.row) + "|" + to_string(s.col);
-}
-
-DefaultChoice default_choice(const PassProblem& problem) {
-  return choose_default(hand_rule_selected() ? nullptr : embedded_rule(), problem);
-}
-
-Schedule default_schedule(const PassProblem& problem) { return default_choice(problem).schedule; }
-
-Schedule hand_rule_schedule(const PassProblem& problem) {
-  const Solver* hub = find_solver(SolverId::HubSplit);
-  // A long row serialises one lane group while the rest of the GPU idles: split rows past the
-  // hub solver's default threshold (solvers::default_split) into chunks.
-  const bool long_rows = hub->applicable(problem) &&
-                         problem.fingerprint->max_degree >= hub->default_schedule(problem).threshold;
-  const Solver* chosen = long_rows ? hub : find_solver(SolverId::Subwarp);
-  Schedule s = chosen->default_schedule(problem);
-  // Defaults are valid wherever the kernels can serve the problem at all; only sizes beyond the
-  // register budget (very large D) have no schedule.
-  if (const std::string reason = chosen->invalid_reason(problem, s); !reason.empty())
-    fail(DFGNN_STATUS_NOT_SUPPORTED, "no schedule serves {} with D = {}: {}", model_name(problem.op.model),
-         problem.op.dim, reason);
-  return s;
-}
-
-std::vector<Schedule> enumerate_schedules(const PassProblem& problem) {
-  std::vector<Schedule> out;
-  for (const Solver* s : all_solvers()) {
-    if (!s->applicable(problem)) continue;
-    for (const Schedule& sched : s->enumerate(problem)) out.push_back(sched);
-  }
-  return out;
-}
-
-void require_valid(const PassProblem& problem, const Schedule& s) {
-  const Solver* solver = find_solver(s.solver);
-  if (solver == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "unknown solver id {}", static_cast<int>(s.solver));
-  const std::string reason = solver->invalid_reason(problem, s);
-  if (!reason.empty())
-    fail(DFGNN_STATUS_INVALID_ARGUMENT, "schedule {} is not valid for {} {} (D = {}): {}", to_string(s),
-         model_name(problem.op.model), pass_name(problem.pass), problem.op.dim, reason);
 }
 
 }  // namespace dfgnn

@@ -1,6 +1,7 @@
 // Schedules: how a pass is mapped onto threads. One Schedule struct with one field list (visit)
 // gives the text form, parsing and equality; the solver named by a schedule (solver.hpp) gives
-// everything else: validity, search space, plans and kernel launches.
+// everything else: validity, search space, plans and kernel launches. The default rule (what runs
+// without tuning) is default_rule.hpp.
 #pragma once
 
 #include <dfgnn/dfgnn.h>
@@ -16,7 +17,8 @@ namespace dfgnn {
 enum class PassKind : int32_t { Forward = 0, BackwardRow = 1, BackwardCol = 2 };
 const char* pass_name(PassKind pass);
 
-// Stable, append-only ids: a removed solver leaves its id unused.
+// Stable, append-only ids: a removed solver leaves its id unused. Each has its name in schedule text
+// (solver_name; the table in schedule.cpp), which is also its Solver::name().
 enum class SolverId : int32_t { Subwarp = 1, BlockRow = 2, HubSplit = 3, Hybrid = 4, EdgeBalanced = 5 };
 
 struct Schedule {
@@ -57,7 +59,7 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
-const char* solver_name(SolverId id);
+const char* solver_name(SolverId id);  // "unknown" for an id without a solver
 // "hub_split:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=1024,chunk=512"; "subwarp:lanes=16,heads=8,..."
 std::string to_string(const Schedule& s);
 // Parses the text form; unknown solver, unknown or missing field, or a non-integer value is an
@@ -83,35 +85,7 @@ struct PassProblem {
   int32_t max_vec = 1;  // largest vector width the data's alignment allows (>= 1)
 };
 
-// The solvers themselves (applicability, defaults, search space, plans, launches): solver.hpp.
-
-// The default rule: what runs without tuning. The fitted rule (default_rule.hpp) answers where its
-// leaf has a schedule valid for the problem, else the hand rule; DFGNN_DEFAULT_RULE=hand selects
-// the hand rule alone. Never an invalid schedule: where none serves the problem (very large D),
-// Error(NOT_SUPPORTED).
-struct DefaultChoice {
-  Schedule schedule;
-  std::string rule;  // which rule answered, for explain: "fitted rule leaf 7" or "hand rule"
-};
-DefaultChoice default_choice(const PassProblem& problem);
-Schedule default_schedule(const PassProblem& problem);  // default_choice(problem).schedule
-// The hand rule, the documented fallback: hub split (rows of >= 256 edges cut into 256-edge
-// chunks) where the traversed structure has such rows, else the sub-warp mapping sized to D.
-Schedule hand_rule_schedule(const PassProblem& problem);
-// All valid schedules of all applicable solvers (the tuner's candidate list).
-std::vector<Schedule> enumerate_schedules(const PassProblem& problem);
-// Throws Error(INVALID_ARGUMENT) with the reason if the schedule is not valid for the problem.
-void require_valid(const PassProblem& problem, const Schedule& s);
-
-// Floats of one serialised pass state: NS + NV * D, from the model table (params.cuh).
-int32_t state_floats(const dfgnn_op_t& op, PassKind pass);
-// Registers per lane and related geometry shared by validity checks and kernel naming.
-int32_t lanes_for_dim(int32_t dim, int32_t vec);
-int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec);
-// Lanes one head needs to hold D channels in vectors of vec with no idle lane (1 to 32).
-int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec);
-// The heads a group spans by default: for H > 1 heads of D <= 32 channels, as many (a power of two
-// dividing H) as fill at most a warp with lanes_per_head_for_dim lanes each; else 1.
-int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec);
+// The solvers themselves (applicability, defaults, validity, search space, plans, launches):
+// solver.hpp; the default rule: default_rule.hpp.
 
 }  // namespace dfgnn

@@ -38,6 +38,55 @@ const Solver& solver_of(const Schedule& s) {
   return *solver;
 }
 
+std::vector<Schedule> enumerate_schedules(const PassProblem& problem) {
+  std::vector<Schedule> out;
+  for (const Solver* s : all_solvers()) {
+    if (!s->applicable(problem)) continue;
+    for (const Schedule& sched : s->enumerate(problem)) out.push_back(sched);
+  }
+  return out;
+}
+
+void require_valid(const PassProblem& problem, const Schedule& s) {
+  const Solver* solver = find_solver(s.solver);
+  if (solver == nullptr) fail(DFGNN_STATUS_INVALID_ARGUMENT, "unknown solver id {}", static_cast<int>(s.solver));
+  const std::string reason = solver->invalid_reason(problem, s);
+  if (!reason.empty())
+    fail(DFGNN_STATUS_INVALID_ARGUMENT, "schedule {} is not valid for {} {} (D = {}): {}", to_string(s),
+         model_name(problem.op.model), pass_name(problem.pass), problem.op.dim, reason);
+}
+
+// ---------------------------------------------------------------- geometry
+int32_t state_floats(const dfgnn_op_t& op, PassKind pass) {
+  const ModelTraits traits = traits_of(op.model);
+  const StateShape shape = pass == PassKind::Forward       ? traits.forward
+                           : pass == PassKind::BackwardRow ? traits.backward_row
+                                                           : traits.backward_col;
+  return shape.ns + shape.nv * op.dim;
+}
+
+int32_t lanes_for_dim(int32_t dim, int32_t vec) {
+  return static_cast<int32_t>(std::clamp<int64_t>(solvers::next_pow2((int64_t{dim} + vec - 1) / vec), 4, 32));
+}
+
+int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec) {
+  return static_cast<int32_t>(std::clamp<int64_t>(solvers::next_pow2((int64_t{dim} + vec - 1) / vec), 1, 32));
+}
+
+int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec) {
+  if (op.heads <= 1 || op.dim > 32) return 1;
+  const int32_t per_head = lanes_per_head_for_dim(op.dim, vec);
+  int32_t heads = 1;
+  while (op.heads % (heads * 2) == 0 && heads * 2 * per_head <= 32) heads *= 2;
+  return heads;
+}
+
+int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec) {
+  // In 64 bits: D near 2^31 must not wrap; the result is at most D, so it fits again.
+  const int64_t per_chunk = int64_t{lanes} * vec;
+  return static_cast<int32_t>((int64_t{dim} + per_chunk - 1) / per_chunk * vec);
+}
+
 // ---------------------------------------------------------------- the base
 namespace {
 
@@ -172,7 +221,7 @@ void split_row(const RowSpan& row, int32_t chunk, HostPlan& plan, HostPlan::Part
 }
 
 int32_t part_items(const HostPlan::Part& part, int32_t num_rows) {
-  return part.whole_rows ? num_rows : static_cast<int32_t>(part.segments.size());
+  return part.listed() ? static_cast<int32_t>(part.segments.size()) : num_rows;
 }
 
 Launch rows_launch(const dfgnn_op_t& op, PassKind pass, const char* role, std::string kernel, int32_t part,
@@ -201,7 +250,7 @@ Launch merge_launch(const dfgnn_op_t& op, std::string kernel, const HostPlan& pl
 }  // namespace solvers
 HostPlan WholeRowsSolver::plan(const RowPointers&, const Schedule& s) const {
   HostPlan plan;
-  plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, HostPlan::kNoLimit, {}});
+  plan.parts.push_back(HostPlan::Part{.kind = HostPlan::Part::Kind::Rows, .lanes = s.lanes});
   return plan;
 }
 

@@ -33,7 +33,7 @@ class Solver {
  public:
   virtual ~Solver() = default;
   virtual SolverId id() const = 0;
-  virtual const char* name() const = 0;  // in schedule text: "hub_split:lanes=..."
+  const char* name() const { return solver_name(id()); }  // in schedule text: "hub_split:lanes=..."
   // Cheap: whether any schedule of this solver suits the problem (e.g. a graph has hubs).
   virtual bool applicable(const PassProblem& problem) const = 0;
   // An always-valid schedule of this solver for the problem.
@@ -80,6 +80,21 @@ class WholeRowsSolver : public Solver {
 const std::vector<const Solver*>& all_solvers();
 const Solver* find_solver(SolverId id);  // null if unknown
 const Solver& solver_of(const Schedule& s);  // Error(INTERNAL_ERROR) if unknown
+// All valid schedules of all applicable solvers (the tuner's candidate list).
+std::vector<Schedule> enumerate_schedules(const PassProblem& problem);
+// Throws Error(INVALID_ARGUMENT) with the reason if the schedule is not valid for the problem.
+void require_valid(const PassProblem& problem, const Schedule& s);
+
+// Floats of one serialised pass state: NS + NV * D, from the model table (params.cuh).
+int32_t state_floats(const dfgnn_op_t& op, PassKind pass);
+// Registers per lane and related geometry shared by validity checks and kernel naming.
+int32_t lanes_for_dim(int32_t dim, int32_t vec);
+int32_t registers_per_lane(int32_t dim, int32_t lanes, int32_t vec);
+// Lanes one head needs to hold D channels in vectors of vec with no idle lane (1 to 32).
+int32_t lanes_per_head_for_dim(int32_t dim, int32_t vec);
+// The heads a group spans by default: for H > 1 heads of D <= 32 channels, as many (a power of two
+// dividing H) as fill at most a warp with lanes_per_head_for_dim lanes each; else 1.
+int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec);
 
 // ---------------------------------------------------------------- shared by the solver files
 namespace solvers {

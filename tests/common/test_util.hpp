@@ -116,4 +116,18 @@ inline GraphPtr cora_with_loops(dfgnn_context_t ctx) {
                    << "; this test reads real graphs from it";                                       \
   } while (0)
 
+// The status of a C API call and the message it left (empty on success).
+struct ApiCall {
+  dfgnn_status_t status;
+  std::string message;
+};
+inline ApiCall api_call(dfgnn_status_t status) {
+  return {status, status == DFGNN_STATUS_SUCCESS ? std::string() : std::string(dfgnnGetLastErrorMessage())};
+}
+// A refusal with exactly `status`, whose message names the problem with `phrase`.
+inline void expect_refusal(const ApiCall& o, dfgnn_status_t status, const std::string& phrase) {
+  EXPECT_EQ(o.status, status) << dfgnnGetStatusString(o.status) << ": " << o.message;
+  EXPECT_NE(o.message.find(phrase), std::string::npos) << "'" << phrase << "' not in: " << o.message;
+}
+
 }  // namespace dfgnn::test

@@ -407,8 +407,7 @@ TEST(Cli, TuneExplainCreatesNoDatabase) {
 
 int line_count(const std::string& text) { return count_of(text, "\n"); }
 
-// D in [2^30 + 1, 2^31 - 1] used to hang dfgnn-tune (no output after 20 s): now one line and a
-// non-zero exit at once. `timeout` turns a hang into a failure instead of a stuck test.
+// dfgnn-tune refuses D in [2^30 + 1, 2^31 - 1] at once, in one line (`timeout` turns a hang into a failure).
 TEST(Cli, TuneRefusesAHugeDimAtOnce) {
   const std::string cora = std::string(DFGNN_SOURCE_DIR) + "/data/cora";
   for (const char* dims : {"--dim 1073741825", "--dim 2147483647", "--heads 100000 --dim 100000"}) {
@@ -423,7 +422,7 @@ TEST(Cli, TuneRefusesAHugeDimAtOnce) {
 
 // ---------------------------------------------------------------- second audit: dfgnn-tune and dfgnn-bench options
 
-// Before: Boost read "-1" into the uint64_t seed as 2^64 - 1 and the graphs were generated with it.
+// A seed outside uint64 ("-1") is refused, not wrapped to 2^64 - 1.
 TEST(Cli, TuneAndBenchRefuseASeedOutsideUint64) {
   TempDir dir;
   const std::string db_arg = " --db " + quote(dir / "t.db");
@@ -446,9 +445,7 @@ TEST(Cli, TuneAndBenchRefuseASeedOutsideUint64) {
   EXPECT_TRUE(contains(top.output, "graph rmat-s4-e256-seed18446744073709551615 (valid)")) << top.output;
 }
 
-// Before: only the directory was checked; the write failed at the very end, after the graphs were
-// loaded (and on a GPU after all the tuning), as "writing FILE failed" with no reason. /proc
-// refuses new files even to root.
+// --json FILE is checked for writing before any work, with the reason (/proc refuses new files even to root).
 TEST(Cli, TuneAndBenchCheckThatTheJsonFileCanBeWrittenFirst) {
   TempDir dir;
   const std::string db_arg = " --db " + quote(dir / "t.db");
@@ -471,7 +468,7 @@ TEST(Cli, TuneAndBenchCheckThatTheJsonFileCanBeWrittenFirst) {
   EXPECT_EQ(nlohmann::json::parse(in).at("kept"), true);
 }
 
-// Before: a --site file that does not exist was skipped with a log line and tuning went on.
+// A --site file that does not exist is an error, not a skipped layer.
 TEST(Cli, TuneRefusesAMissingSiteDatabase) {
   TempDir dir;
   put(dir / "site.db", 1, kValid, kOther);
@@ -482,7 +479,7 @@ TEST(Cli, TuneRefusesAMissingSiteDatabase) {
   EXPECT_EQ(tune("--rmat 4 --explain --db " + quote(dir / "t.db") + " --site " + quote((dir / "site.db") + "::")).code, 0);
 }
 
-// Before: 1e300 seconds overflowed llround and the plan line read "(at most -153722867280912930:-8)".
+// A huge --budget (1e300 s) prints as a sane plan line, without integer overflow.
 TEST(Cli, TunePrintsAHugeBudgetWithoutGarbage) {
   TempDir dir;
   const Result r = tune("--rmat 4 --explain --budget 1e300 --db " + quote(dir / "t.db"));
@@ -500,14 +497,14 @@ TEST(Cli, BenchChecksItsOptions) {
     std::string args, message;
   };
   const Case cases[] = {
-      // Before: accepted; on a GPU 2^31 - 1 timed launches made as many CUDA event pairs first.
+      // --iters is bounded (no 2^31 - 1 CUDA event pairs).
       {"--iters 2147483647", "--iters 2147483647 must be in 1..100000"},
       {"--iters 0", "--iters 0 must be in 1..100000"},
       {"--warmup 100001", "--warmup 100001 must be in 0..100000"},
       {"--warmup -1", "--warmup -1 must be in 0..100000"},
-      // Before: --dry-run returned before the JSON was written, so --json was ignored silently.
+      // --json with --dry-run is refused, not ignored.
       {"--json " + quote(dir / "r.json"), "--json: --dry-run measures nothing and writes no JSON"},
-      // Before: a missing database was skipped with a log line and dispatch used the default rule.
+      // A missing --db is refused, not skipped for the default rule.
       {"--db " + quote(missing_db), "--db " + missing_db + " is not an existing file"},
       // Checked before and still so (one line each, exit 2).
       {"--heads 0", "--heads 0 must be >= 1"},
@@ -569,9 +566,7 @@ TEST(Cli, GraphRejectsNegativeRmatEdges) {
   EXPECT_EQ(graph_tool("--rmat-edges 40 --no-ops x").code, 2);  // --rmat-edges without --rmat-scale
 }
 
-// Before: a scale outside 1..30 was not checked by the tool: with a GRAPH it was ignored (exit 0),
-// and 16 << SCALE was computed before the library refused it (undefined for SCALE >= 59); a
-// GRAPH given with --rmat-scale was ignored.
+// --rmat-scale outside 1..30, and a GRAPH given beside it, are refused by the tool before any use.
 TEST(Cli, GraphChecksTheRmatScale) {
   const std::string cora = quote(std::string(DFGNN_SOURCE_DIR) + "/data/cora");
   for (const char* scale : {"-1", "0", "31", "64"}) {
@@ -587,8 +582,7 @@ TEST(Cli, GraphChecksTheRmatScale) {
   EXPECT_TRUE(contains(both.output, "dfgnn-graph: give GRAPH or --rmat-scale, not both")) << both.output;
 }
 
-// Before: 2^40 nodes with a hub made a 2^40-bit bitmap first (here, under the ulimit, "out of host
-// memory"; without one the host ran out of memory).
+// A planted-hub graph beyond the node limit (2^40) is refused before anything is allocated.
 TEST(Cli, TuneRefusesAHugePlantedHubGraphBeforeAllocating) {
   const Result r = run_tool(DFGNN_TUNE_EXE, "--heads 1 --dim 32 --hubs 1099511627776,0,1,0", "ulimit -v 8388608; timeout 60");
   EXPECT_EQ(r.code, 1) << r.output;
@@ -604,9 +598,8 @@ TEST(Cli, GraphReportsFileErrorsInOneLine) {
   EXPECT_EQ(line_count(r.output), 1) << r.output;
   EXPECT_TRUE(contains(r.output, "file ends after 1 edge lines, the header declares 2147483647")) << r.output;
 }
-// Issue 26: the issue's "43-byte" file (40 bytes) with one large node id, under a 1 GB
-// address-space limit: one line naming the ratio and dfgnnGraphCreateCoo, exit 1 (before: it asked
-// for 8.6 GB, here "out of host memory").
+// Issue 26: a 40-byte file with one large node id is refused within a 1 GB address space, in one
+// line naming the ratio and dfgnnGraphCreateCoo (exit 1).
 TEST(Cli, GraphRefusesOneLargeNodeIdWithin1GB) {
   TempDir dir;
   const std::string file = dir / "g.txt";
@@ -635,9 +628,7 @@ TEST(Cli, GraphRefusesAFifo) {
 #endif  // DFGNN_GRAPH_EXE
 
 #ifdef DFGNN_VERIFY_EXE
-// Before: the count was not checked; here the tool stopped at the missing GPU (exit 3), and on a
-// GPU 0 threads skipped the precompile without a word while a count the host could not start
-// ended in std::terminate.
+// --threads is checked (0 and counts the host cannot start are refused) before the GPU is looked for.
 TEST(Cli, VerifyChecksTheThreadCount) {
   for (const char* threads : {"0", "-3", "100000"}) {
     SCOPED_TRACE(threads);

@@ -1,7 +1,7 @@
 // The fitted default rule (runtime/src/default_rule.*): parsing and its errors, the tree walk (out of
 // range features included), the choice of a leaf's first usable schedule and the hand-rule fallback,
 // DFGNN_DEFAULT_RULE, and that the embedded rule walks the committed extract's cases to the leaves
-// bench/fit_default_rule.py put them in (the two compute the same features).
+// tools/fit_default_rule.py put them in (the two compute the same features).
 #include "test_util.hpp"
 
 #include "default_rule.hpp"

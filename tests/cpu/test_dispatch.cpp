@@ -686,3 +686,57 @@ TEST(DispatchOrigin, CorruptShippedDatabaseWarnsOnce) {
   EXPECT_NE(log.text().find(shipped.string()), std::string::npos) << log.text();
   EXPECT_EQ(fs::file_size(shipped), 4016u);  // never touched
 }
+
+// ---------------------------------------------------------------- the environment and explain
+namespace dfgnn {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::make_context;
+
+// DFGNN_NEAREST_MAX_DISTANCE is taken only as a number ("nan", "0.5km", ... leave the calibrated radius).
+TEST(Dispatch, NearestDistanceFromTheEnvironmentMustBeANumber) {
+  const double calibrated = nearest_calibration().radius;
+  for (const char* bad : {"nan", "-1", "0.5km", "", "far"}) {
+    SCOPED_TRACE(bad);
+    ScopedEnv env;
+    env.set("DFGNN_NEAREST_MAX_DISTANCE", bad);
+    EXPECT_EQ(Dispatcher().max_distance(), calibrated);
+  }
+  ScopedEnv env;
+  env.set("DFGNN_NEAREST_MAX_DISTANCE", "0.25");
+  EXPECT_EQ(Dispatcher().max_distance(), 0.25);
+}
+
+// Without a GPU dispatch never reads the database; explain must still open it, so that a damaged
+// one is reported (logged) rather than the default rule shown as if nothing were wrong.
+TEST(Dispatch, ExplainReportsADamagedDatabaseWithoutAGpu) {
+  const fs::path dir = fs::temp_directory_path() / ("dfgnn-rel-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path file = dir / "damaged.db";
+  std::ofstream(file, std::ios::binary) << std::string(4096, 'x');
+  auto ctx = make_context();
+  DFGNN_ASSERT_OK(dfgnnSetDatabase(ctx.get(), file.c_str(), ""));
+  auto g = test::graph_from_edges(ctx.get(), 4, {0, 1, 2, 3}, {1, 2, 3, 0});
+
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  spdlog::logger& logger = log();
+  const spdlog::level::level_enum old_level = logger.level();
+  logger.set_level(spdlog::level::warn);
+  logger.sinks().push_back(sink);
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 32);
+  size_t length = 0;
+  const dfgnn_status_t s = dfgnnExplain(ctx.get(), g.get(), &op, DFGNN_FORWARD, nullptr, 0, &length);
+  logger.sinks().pop_back();
+  logger.set_level(old_level);
+
+  EXPECT_EQ(s, DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
+  EXPECT_TRUE(contains(captured.str(), file.string())) << "logged: '" << captured.str() << "'";
+  EXPECT_EQ(fs::file_size(file), 4096u);  // reported, not touched
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace dfgnn

@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -387,3 +388,72 @@ TEST_F(Fingerprint, Cora) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- fingerprint text
+namespace dfgnn {
+namespace {
+
+using test::expect_refusal;
+using test::api_call;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::make_context;
+
+TEST(FingerprintText, Refusals) {
+  dfgnn_fingerprint_t fp{};
+  expect_refusal(api_call(dfgnnFingerprintParse(nullptr, &fp)), DFGNN_STATUS_INVALID_ARGUMENT, "text is null");
+  expect_refusal(api_call(dfgnnFingerprintParse("{\"version\": 2}", &fp)), DFGNN_STATUS_PARSE_ERROR,
+                 "unsupported \"version\" 2");
+  expect_refusal(api_call(dfgnnFingerprintParse("[1]", &fp)), DFGNN_STATUS_PARSE_ERROR, "expected a JSON object");
+  expect_refusal(api_call(dfgnnFingerprintParse("{\"version\": 1", &fp)), DFGNN_STATUS_PARSE_ERROR, "not valid JSON");
+  // Deep nesting is a parse result, not a crash.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_refusal(api_call(dfgnnFingerprintParse(deep.c_str(), &fp)), DFGNN_STATUS_PARSE_ERROR, "expected a JSON object");
+  // A fingerprint with a field out of its range is refused before it is written.
+  auto ctx = test::make_context();
+  auto g = test::graph_from_edges(ctx.get(), 3, {0, 1, 2}, {1, 2, 0});
+  DFGNN_ASSERT_OK(dfgnnGraphGetFingerprint(g.get(), &fp));
+  fp.num_edges = -5;
+  size_t length = 0;
+  expect_refusal(api_call(dfgnnFingerprintSerialize(&fp, nullptr, 0, &length)), DFGNN_STATUS_INVALID_ARGUMENT,
+                 "\"num_edges\" must be >= 0 (got -5)");
+  // An unknown key, as a typo would make it.
+  DFGNN_ASSERT_OK(dfgnnGraphGetFingerprint(g.get(), &fp));
+  std::string text(512, '\0');
+  DFGNN_ASSERT_OK(dfgnnFingerprintSerialize(&fp, text.data(), text.size(), &length));
+  text.resize(length);
+  text.insert(1, "\"num_nodez\":1,");
+  expect_refusal(api_call(dfgnnFingerprintParse(text.c_str(), &fp)), DFGNN_STATUS_PARSE_ERROR,
+                 "unknown key \"num_nodez\"");
+}
+
+TEST(FingerprintText, OneThatWouldNotReadBackIsNotSerialised) {
+  auto ctx = make_context();
+  auto g = test::graph_from_edges(ctx.get(), 4, {0, 1, 2, 3}, {1, 2, 3, 0});
+  dfgnn_fingerprint_t good{};
+  DFGNN_ASSERT_OK(dfgnnGraphGetFingerprint(g.get(), &good));
+  size_t length = 0;
+  DFGNN_ASSERT_OK(dfgnnFingerprintSerialize(&good, nullptr, 0, &length));
+
+  struct Case {
+    const char* needle;
+    void (*spoil)(dfgnn_fingerprint_t&);
+  };
+  const Case cases[] = {
+      {"\"num_nodes\" must be >= 0", [](dfgnn_fingerprint_t& f) { f.num_nodes = -5; }},
+      {"\"cv\" must be finite", [](dfgnn_fingerprint_t& f) { f.cv = std::numeric_limits<double>::quiet_NaN(); }},
+      {"\"hist[3]\" must be finite", [](dfgnn_fingerprint_t& f) { f.hist[3] = std::numeric_limits<double>::infinity(); }},
+      {"\"hub_rows[0]\" must be >= 0", [](dfgnn_fingerprint_t& f) { f.hub_rows[0] = -1; }},
+      {"\"version\" 99", [](dfgnn_fingerprint_t& f) { f.version = 99; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    dfgnn_fingerprint_t fp = good;
+    c.spoil(fp);
+    EXPECT_EQ(dfgnnFingerprintSerialize(&fp, nullptr, 0, &length), DFGNN_STATUS_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(dfgnnGetLastErrorMessage(), c.needle)) << dfgnnGetLastErrorMessage();
+  }
+}
+
+}  // namespace
+}  // namespace dfgnn

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <thread>
 
 using namespace dfgnn::test;
@@ -311,3 +312,47 @@ TEST(Graph, RecipesOfDestroyedContextsAreDropped) {
   EXPECT_EQ(graph->recipe(k1), nullptr);  // the destroyed context's recipe went with the next store
   EXPECT_NE(graph->recipe(k2), nullptr);
 }
+
+// ---------------------------------------------------------------- graph creation through the C API
+namespace dfgnn {
+namespace {
+
+using test::expect_refusal;
+using test::api_call;
+
+TEST(GraphErrors, CreationRefusalsNameTheArgument) {
+  auto ctx = test::make_context();
+  dfgnn_graph_t g = nullptr;
+  const int64_t ei[2] = {0, 1};
+  const int32_t ptr[2] = {0, 0};
+  expect_refusal(api_call(dfgnnGraphCreateCoo(ctx.get(), 2, 1, ei, DFGNN_INDEX_INT64, static_cast<dfgnn_memory_t>(7),
+                                              nullptr, &g)),
+                 DFGNN_STATUS_INVALID_ARGUMENT, "memory 7 is neither DFGNN_MEMORY_HOST nor DFGNN_MEMORY_DEVICE");
+  expect_refusal(api_call(dfgnnGraphCreateCoo(ctx.get(), 2, 1, ei, static_cast<dfgnn_index_type_t>(5),
+                                              DFGNN_MEMORY_HOST, nullptr, &g)),
+                 DFGNN_STATUS_INVALID_ARGUMENT, "index_type 5 is neither");
+  expect_refusal(api_call(dfgnnGraphCreateCoo(ctx.get(), 2, 3, nullptr, DFGNN_INDEX_INT64, DFGNN_MEMORY_HOST, nullptr,
+                                              &g)),
+                 DFGNN_STATUS_NULL_POINTER, "edge_index is null but num_edges = 3");
+  expect_refusal(api_call(dfgnnGraphCreateCoo(ctx.get(), 2, int64_t{1} << 31, ei, DFGNN_INDEX_INT32,
+                                              DFGNN_MEMORY_HOST, nullptr, &g)),
+                 DFGNN_STATUS_INDEX_OVERFLOW, "num_edges = 2147483648 does not fit the int32 index type");
+  expect_refusal(api_call(dfgnnGraphCreateCoo(ctx.get(), int64_t{1} << 31, 0, nullptr, DFGNN_INDEX_INT64,
+                                              DFGNN_MEMORY_HOST, nullptr, &g)),
+                 DFGNN_STATUS_INDEX_OVERFLOW, "num_nodes = 2147483648 exceeds dfgnn's limit of 2147483646 nodes");
+  expect_refusal(api_call(dfgnnGraphCreateCoo(ctx.get(), 2, 1, ei, DFGNN_INDEX_INT64, DFGNN_MEMORY_HOST, nullptr,
+                                              nullptr)),
+                 DFGNN_STATUS_INVALID_ARGUMENT, "graph (output) is null");
+  expect_refusal(api_call(dfgnnGraphCreateCsr(ctx.get(), 1, 2, ptr, nullptr, DFGNN_INDEX_INT32, DFGNN_MEMORY_HOST,
+                                              nullptr, &g)),
+                 DFGNN_STATUS_NULL_POINTER, "col_idx is null but nnz = 2");
+  dfgnn_graph_options_t options = dfgnnGraphDefaultOptions();
+  options.duplicates = static_cast<dfgnn_duplicates_t>(3);
+  expect_refusal(api_call(dfgnnGraphCreateCoo(ctx.get(), 2, 1, ei, DFGNN_INDEX_INT64, DFGNN_MEMORY_HOST, &options,
+                                              &g)),
+                 DFGNN_STATUS_INVALID_ARGUMENT, "options.duplicates 3 is not a dfgnn_duplicates_t value");
+  EXPECT_EQ(g, nullptr);
+}
+
+}  // namespace
+}  // namespace dfgnn

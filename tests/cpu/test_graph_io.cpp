@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -591,6 +593,85 @@ TEST(PlantedHubs, InvalidArgumentsAreRejected) {
   dfgnn_graph_t g = nullptr;
   EXPECT_EQ(dfgnnGraphCreatePlantedHubs(ctx.get(), 10, 1, 1, 10, 1, nullptr, &g), DFGNN_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(dfgnnGetLastErrorMessage()).find("hub_degree"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- refusals from files and generators
+
+using test::expect_refusal;
+using test::api_call;
+
+// What a load left, as the C API reported it.
+test::ApiCall outcome_of(const LoadResult& r) { return {r.status, r.message}; }
+
+// A symmetric count whose mirrored total passes int64 is refused from the size line, not read.
+TEST(GraphIo, MatrixMarketHugeSymmetricEntryCountIsRefusedFromTheSizeLine) {
+  TempDir dir;
+  const std::string file = dir.write("g.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n3 3 4611686018427387904\n1 2\n");
+  expect_refusal(outcome_of(load(file)), DFGNN_STATUS_INDEX_OVERFLOW, ":2: 3 nodes / 4611686018427387904 edges exceed");
+}
+
+// Size lines and headers beyond the limits, in Matrix Market (general: the count itself; symmetric:
+// twice the count, each entry being mirrored) and edge lists.
+TEST(GraphIo, GraphFileSizesBeyondTheLimitsAreRefusedFromTheSizeLine) {
+  struct Case {
+    const char *name, *contents;
+    dfgnn_status_t status;
+    const char* phrase;
+  };
+  const Case cases[] = {
+      {"g.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2147483648\n1 2\n", DFGNN_STATUS_INDEX_OVERFLOW,
+       "3 nodes / 2147483648 edges exceed"},
+      {"s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n3 3 1073741824\n1 2\n", DFGNN_STATUS_INDEX_OVERFLOW,
+       "3 nodes / 2147483648 edges exceed"},
+      {"n.mtx", "%%MatrixMarket matrix coordinate pattern general\n2147483647 2147483647 1\n1 2\n",
+       DFGNN_STATUS_INDEX_OVERFLOW, "2147483647 nodes / 1 edges exceed"},
+      {"e.txt", "# nodes 3 edges 2147483648\n0 1\n", DFGNN_STATUS_INDEX_OVERFLOW, ":1: 3 nodes / 2147483648 edges exceed"},
+      {"n.txt", "# nodes -3 edges 1\n0 1\n", DFGNN_STATUS_PARSE_ERROR, "non-negative N and E"},
+      {"o.txt", "# nodes 99999999999999999999 edges 1\n0 1\n", DFGNN_STATUS_PARSE_ERROR,  // beyond int64
+       "expected a '# nodes N edges E' header"},
+  };
+  TempDir dir;  // the cases' files have distinct names
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.contents);
+    expect_refusal(outcome_of(load(dir.write(c.name, c.contents))), c.status, c.phrase);
+  }
+}
+
+TEST(GraphIo, GraphFileNullPathAndDirectoryWithoutEdges) {
+  auto ctx = test::make_context();
+  dfgnn_graph_t g = nullptr;
+  expect_refusal(api_call(dfgnnGraphCreateFromFile(ctx.get(), nullptr, nullptr, &g)), DFGNN_STATUS_INVALID_ARGUMENT,
+                 "path is null");
+  TempDir dir;
+  dir.write("other.txt", "");
+  expect_refusal(outcome_of(load(dir.path.string())), DFGNN_STATUS_IO_ERROR, "has neither edges.txt nor edges.txt.gz");
+  expect_refusal(outcome_of(load("")), DFGNN_STATUS_IO_ERROR, "cannot open ''");
+}
+
+// num_nodes beyond the limit is refused before the hubs' num_nodes-bit bitmap is allocated.
+TEST(PlantedHubs, TooManyNodesAreRefusedBeforeAllocating) {
+  auto ctx = test::make_context();
+  dfgnn_graph_t g = nullptr;
+  expect_refusal(api_call(dfgnnGraphCreatePlantedHubs(ctx.get(), int64_t{1} << 62, 0, 1, 0, 1, nullptr, &g)),
+                 DFGNN_STATUS_INDEX_OVERFLOW, "num_nodes = 4611686018427387904 exceeds dfgnn's limit of 2147483646 nodes");
+  EXPECT_EQ(g, nullptr);
+  expect_refusal(api_call(dfgnnGraphCreatePlantedHubs(ctx.get(), int64_t{1} << 31, 0, 0, 0, 1, nullptr, &g)),
+                 DFGNN_STATUS_INDEX_OVERFLOW, "num_nodes = 2147483648 exceeds dfgnn's limit");
+}
+
+TEST(Rmat, RefusalsNameTheParameter) {
+  auto ctx = test::make_context();
+  dfgnn_graph_t g = nullptr;
+  const auto rmat = [&](int32_t scale, int64_t edges, double a, double b, double c, uint32_t flags) {
+    return api_call(dfgnnGraphCreateRmat(ctx.get(), scale, edges, a, b, c, flags, 1, nullptr, &g));
+  };
+  expect_refusal(rmat(31, 1, 0.5, 0.2, 0.2, 0), DFGNN_STATUS_INVALID_ARGUMENT, "scale must be in [1, 30], got 31");
+  expect_refusal(rmat(4, int64_t{1} << 31, 0.5, 0.2, 0.2, 0), DFGNN_STATUS_INVALID_ARGUMENT, "num_edges must be in");
+  expect_refusal(rmat(4, 8, std::numeric_limits<double>::quiet_NaN(), 0.2, 0.2, 0), DFGNN_STATUS_INVALID_ARGUMENT,
+                 "a must be a finite probability");
+  expect_refusal(rmat(4, 8, 0.5, 0.4, 0.4, 0), DFGNN_STATUS_INVALID_ARGUMENT, "a + b + c must be <= 1");
+  expect_refusal(rmat(4, 8, 0.5, 0.2, 0.2, 16), DFGNN_STATUS_INVALID_ARGUMENT, "flags has unknown bits 0x10");
+  EXPECT_EQ(g, nullptr);
 }
 
 }  // namespace

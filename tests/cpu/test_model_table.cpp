@@ -8,6 +8,7 @@
 
 #include "op.hpp"
 #include "schedule.hpp"
+#include "solver.hpp"
 
 #include <fmt/format.h>
 

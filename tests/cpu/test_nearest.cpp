@@ -1,5 +1,5 @@
 // Nearest-fingerprint reuse (runtime/src/nearest.cpp) and its calibration (the distance's weights and
-// radius, runtime/src/nearest_calibration.inc, fitted by bench/calibrate_nearest.py): the rule on
+// radius, runtime/src/nearest_calibration.inc, fitted by tools/calibrate_nearest.py): the rule on
 // hand-made neighbours, the calibration's reader, and the script's leave-one-graph-out replay of the
 // recorded extract (tests/data/) checked against the runtime's own distance and rule.
 #include "fingerprint.hpp"
@@ -138,7 +138,7 @@ TEST(Nearest, DistanceIsTheWeightedSumOfTheTerms) {
   EXPECT_EQ(api, fingerprint_distance(a, b, nearest_calibration()));
 }
 
-// The script's leave-one-graph-out replay (bench/calibrate_nearest.py evaluate, under the built-in
+// The script's leave-one-graph-out replay (tools/calibrate_nearest.py evaluate, under the built-in
 // calibration, committed as tests/data/nearest_predictions.json) is what the runtime's distance and
 // rule give on the same extract: the calibration is fitted on the rule that runs.
 TEST(Nearest, ScriptReplayMatchesTheRuntime) {

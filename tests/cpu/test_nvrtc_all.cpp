@@ -6,6 +6,7 @@
 // fixed sample of the rest.
 #include "test_util.hpp"
 
+#include "default_rule.hpp"
 #include "error.hpp"
 #include "graph.hpp"
 #include "graph_io.hpp"
@@ -13,6 +14,7 @@
 #include "op.hpp"
 #include "ops.hpp"
 #include "schedule.hpp"
+#include "solver.hpp"
 
 #include <chrono>
 #include <cstdio>

@@ -17,6 +17,7 @@
 #include "schedule.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -76,28 +77,39 @@ Schedule edge_balanced(int lanes, int groups, int chunk) {
 }
 
 // Expected parts, for the hand-worked tests.
-Part whole(int32_t lanes, int32_t min_degree, int32_t max_degree) { return Part{lanes, true, min_degree, max_degree, {}}; }
+Part whole(int32_t lanes, int32_t min_degree, int32_t max_degree) {
+  return Part{.kind = Part::Kind::Rows, .lanes = lanes, .min_degree = min_degree, .max_degree = max_degree};
+}
+Part warp_rows(int32_t min_degree, int32_t max_degree) {
+  return Part{.kind = Part::Kind::WarpRows, .lanes = 32, .min_degree = min_degree, .max_degree = max_degree};
+}
 Part chunks(int32_t lanes, std::vector<Segment> segments) {
-  return Part{lanes, false, 0, kNoLimit, std::move(segments)};
+  return Part{.kind = Part::Kind::Chunks, .lanes = lanes, .segments = std::move(segments)};
 }
 Part row_groups(int32_t lanes, std::vector<Segment> segments) {
-  return Part{lanes, false, 0, kNoLimit, std::move(segments), true};
+  return Part{.kind = Part::Kind::RowGroups, .lanes = lanes, .segments = std::move(segments)};
 }
 
 std::string bound(int32_t v) { return v == kNoLimit ? "inf" : std::to_string(v); }
 
-// The shape of a part without its list: "whole lanes=32 [2, 5)", "chunks lanes=32" or "row groups lanes=32".
+// The shape of a part without its list: "whole lanes=32 [2, 5)", "warp rows lanes=32 [2, 5)",
+// "chunks lanes=32" or "row groups lanes=32".
 std::string shape(const Part& p) {
-  if (p.row_groups) return "row groups lanes=" + std::to_string(p.lanes);
-  return p.whole_rows ? "whole lanes=" + std::to_string(p.lanes) + " [" + bound(p.min_degree) + ", " +
-                            bound(p.max_degree) + ")"
-                      : "chunks lanes=" + std::to_string(p.lanes);
+  const std::string lanes = "lanes=" + std::to_string(p.lanes);
+  const std::string range = " [" + bound(p.min_degree) + ", " + bound(p.max_degree) + ")";
+  switch (p.kind) {
+    case Part::Kind::Rows: return "whole " + lanes + range;
+    case Part::Kind::WarpRows: return "warp rows " + lanes + range;
+    case Part::Kind::Chunks: return "chunks " + lanes;
+    case Part::Kind::RowGroups: return "row groups " + lanes;
+  }
+  return "unknown kind";
 }
 
 // Everything of a part, for exact comparison with readable failures.
 std::string describe(const Part& p) {
   std::string out = shape(p) + " {";
-  if (!p.whole_rows) out += "min " + bound(p.min_degree) + " max " + bound(p.max_degree) + ";";
+  if (p.listed()) out += "min " + bound(p.min_degree) + " max " + bound(p.max_degree) + ";";
   for (const Segment& s : p.segments)
     out += " (" + std::to_string(s[0]) + "," + std::to_string(s[1]) + "," + std::to_string(s[2]) + "," +
            std::to_string(s[3]) + ")";
@@ -121,7 +133,7 @@ std::vector<int32_t> rows_in(const dfgnn::Compressed& c, const Part& part) {
 // Checks the invariants every plan satisfies on a structure (failures are reported, not thrown).
 // - layout: [a chunk part, present iff the solver splits and some row has degree >= threshold
 //   (edge_balanced: > chunk)], then the whole-row parts of the solver: subwarp/block_row
-//   {lanes, [0, inf)}; hub_split {lanes, [0, threshold)}; hybrid {32, [mid, threshold)},
+//   {lanes, [0, inf)}; hub_split {lanes, [0, threshold)}; hybrid warp rows {32, [mid, threshold)},
 //   {lanes, [0, mid)}; edge_balanced a row-group part (if any row is left unsplit); chunk parts
 //   run the schedule's lanes (hub_split, edge_balanced) or whole warps (hybrid);
 // - row groups tile the unsplit rows in order without spanning a split row, each costing at most
@@ -152,7 +164,7 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
     case SolverId::BlockRow: expected_layout.push_back(shape(whole(s.lanes, 0, kNoLimit))); break;
     case SolverId::HubSplit: expected_layout.push_back(shape(whole(s.lanes, 0, s.threshold))); break;
     case SolverId::Hybrid:
-      expected_layout.push_back(shape(whole(32, s.mid, s.threshold)));
+      expected_layout.push_back(shape(warp_rows(s.mid, s.threshold)));
       expected_layout.push_back(shape(whole(s.lanes, 0, s.mid)));
       break;
     case SolverId::EdgeBalanced:
@@ -169,14 +181,14 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
   for (size_t k = 0; k < plan.parts.size(); ++k) {
     const Part& part = plan.parts[k];
     SCOPED_TRACE("part " + std::to_string(k) + ": " + shape(part));
-    if (part.whole_rows) {
+    if (!part.listed()) {
       EXPECT_TRUE(part.segments.empty()) << "whole-row part with a list";
       EXPECT_GE(part.min_degree, 0);
       EXPECT_LE(part.min_degree, part.max_degree);
       for (const int32_t i : rows_in(c, part)) ++in_ranges[i];
       continue;
     }
-    if (part.row_groups) {
+    if (part.kind == Part::Kind::RowGroups) {
       EXPECT_TRUE(balanced) << "row groups in a plan of another solver";
       EXPECT_FALSE(part.segments.empty()) << "empty row-group parts are not launched";
       int32_t next = 0;  // first row not yet grouped
@@ -347,7 +359,7 @@ TEST(Plan, HybridHandWorked) {
   const HostPlan plan = dfgnn::make_plan(g->csr(), s);
   EXPECT_EQ(describe_parts(plan.parts),
             describe_parts({chunks(32, {{0, 0, 3, 0}, {0, 3, 5, 1}, {3, 7, 10, 2}, {3, 10, 13, 3}, {3, 13, 16, 4}}),
-                      whole(32, 2, 5), whole(8, 0, 2)}));
+                      warp_rows(2, 5), whole(8, 0, 2)}));
   ASSERT_EQ(plan.parts.size(), 3u);
   EXPECT_EQ(rows_in(g->csr(), plan.parts[1]), (std::vector<int32_t>{2, 4, 6}));
   EXPECT_EQ(rows_in(g->csr(), plan.parts[2]), (std::vector<int32_t>{1, 5}));
@@ -364,7 +376,7 @@ TEST(Plan, HybridKeepsEmptyBins) {
     // mid 1: only the degree-0 row is small; threshold above everything: nothing split.
     const Schedule s = hybrid(4, 1, 100, 8);
     const HostPlan plan = dfgnn::make_plan(g->csr(), s);
-    EXPECT_EQ(describe_parts(plan.parts), describe_parts({whole(32, 1, 100), whole(4, 0, 1)}));
+    EXPECT_EQ(describe_parts(plan.parts), describe_parts({warp_rows(1, 100), whole(4, 0, 1)}));
     ASSERT_EQ(plan.parts.size(), 2u);
     EXPECT_EQ(rows_in(g->csr(), plan.parts[0]), (std::vector<int32_t>{0, 2, 3, 4, 5, 6}));
     EXPECT_EQ(rows_in(g->csr(), plan.parts[1]), (std::vector<int32_t>{1}));
@@ -376,7 +388,7 @@ TEST(Plan, HybridKeepsEmptyBins) {
     // Everything small: the warp bin is empty but still there.
     const Schedule s = hybrid(16, 50, 100, 8);
     const HostPlan plan = dfgnn::make_plan(g->csr(), s);
-    EXPECT_EQ(describe_parts(plan.parts), describe_parts({whole(32, 50, 100), whole(16, 0, 50)}));
+    EXPECT_EQ(describe_parts(plan.parts), describe_parts({warp_rows(50, 100), whole(16, 0, 50)}));
     ASSERT_EQ(plan.parts.size(), 2u);
     EXPECT_TRUE(rows_in(g->csr(), plan.parts[0]).empty());
     EXPECT_EQ(rows_in(g->csr(), plan.parts[1]), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}));
@@ -391,7 +403,7 @@ TEST(Plan, HybridKeepsEmptyBins) {
     const HostPlan plan = dfgnn::make_plan(full->csr(), s);
     EXPECT_EQ(describe_parts(plan.parts),
               describe_parts({chunks(32, {{0, 0, 4, 0}, {0, 4, 5, 1}, {3, 8, 12, 2}, {3, 12, 16, 3}, {3, 16, 17, 4}}),
-                        whole(32, 1, 5), whole(8, 0, 1)}));
+                        warp_rows(1, 5), whole(8, 0, 1)}));
     ASSERT_EQ(plan.parts.size(), 3u);
     EXPECT_EQ(rows_in(full->csr(), plan.parts[1]), (std::vector<int32_t>{1, 2}));
     EXPECT_TRUE(rows_in(full->csr(), plan.parts[2]).empty());
@@ -455,7 +467,7 @@ TEST(Plan, EmptyGraph) {
   EXPECT_TRUE(hs.hubs.empty());
   EXPECT_EQ(hs.num_slots, 0);
   const HostPlan hy = dfgnn::make_plan(g->csr(), hybrid(8, 2, 4, 2));
-  EXPECT_EQ(describe_parts(hy.parts), describe_parts({whole(32, 2, 4), whole(8, 0, 2)}));
+  EXPECT_EQ(describe_parts(hy.parts), describe_parts({warp_rows(2, 4), whole(8, 0, 2)}));
   EXPECT_TRUE(hy.hubs.empty());
   EXPECT_EQ(hy.num_slots, 0);
   check_plan(g->csr(), hub_split(32, 4, 2), hs);
@@ -574,7 +586,7 @@ TEST(Plan, ColumnPassPlansOverTheCsc) {
   const auto hy_plan = dfgnn::get_plan(*g, dfgnn::PassKind::Forward, hy);
   EXPECT_NE(hy_plan.get(), row.get());
   EXPECT_EQ(describe_parts(hy_plan->host().parts),
-            describe_parts({chunks(32, {{0, 0, 1, 0}, {0, 1, 2, 1}, {0, 2, 3, 2}}), whole(32, 1, 2), whole(8, 0, 1)}));
+            describe_parts({chunks(32, {{0, 0, 1, 0}, {0, 1, 2, 1}, {0, 2, 3, 2}}), warp_rows(1, 2), whole(8, 0, 1)}));
   check_plan(g->csr(), hy, hy_plan->host());
   Schedule hy_mid = hybrid(8, 1, 3, 1);
   Schedule hy_mid2 = hybrid(8, 2, 3, 1);
@@ -722,3 +734,37 @@ TEST(Plan, CheckerCatchesBrokenPlans) {
     EXPECT_TRUE(checker_reports(g7->csr(), hy, bad, "row 2 (degree 2) covered 2 times"));
   }
 }
+
+// ---------------------------------------------------------------- plans from extreme schedule text
+namespace dfgnn {
+namespace {
+
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// With the largest chunk (2^31 - 1), the chunks of a split row stay inside the row (no int32 wrap).
+TEST(Plan, SplitRowsWithTheLargestChunkStayInsideTheRow) {
+  const auto g = graph_with_degrees({3, 100, 2});
+  for (const char* text : {"hub_split:lanes=32,groups=8,threshold=64,chunk=2147483647",
+                           "hybrid:lanes=8,groups=32,mid=8,threshold=64,chunk=2147483647"}) {
+    SCOPED_TRACE(text);
+    const HostPlan plan = make_plan(g->csr(), parse_schedule(text));
+    ASSERT_FALSE(plan.parts.empty());
+    EXPECT_EQ(plan.parts[0].segments, (std::vector<Segment>{{1, 3, 103, 0}}));  // the whole hub row, one chunk
+    EXPECT_EQ(plan.hubs, (std::vector<Segment>{{1, 0, 1, 0}}));
+    EXPECT_EQ(plan.num_slots, 1);
+  }
+}
+
+// A row group costs at most block_edges(), also where the sum passes 2^31 (no int32 wrap).
+TEST(Plan, EdgeBalancedGroupsNeverCostMoreThanTheBlockEdges) {
+  Compressed rows;  // a plan reads only the row pointers
+  rows.num_rows = 2;
+  rows.ptr = {0, kInt32Max - 1, kInt32Max};
+  const HostPlan plan = make_plan(rows, parse_schedule("edge_balanced:lanes=32,groups=8,vec=1,chunk=2147483647"));
+  ASSERT_EQ(plan.parts.size(), 1u);
+  EXPECT_EQ(plan.parts[0].kind, dfgnn::HostPlan::Part::Kind::RowGroups);
+  EXPECT_EQ(plan.parts[0].segments, (std::vector<Segment>{{0, 1, 0, kInt32Max - 1}, {1, 2, kInt32Max - 1, kInt32Max}}));
+}
+
+}  // namespace
+}  // namespace dfgnn

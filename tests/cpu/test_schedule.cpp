@@ -3,6 +3,7 @@
 // (every listed schedule is accepted back, no duplicates, thresholds inside the degree range).
 #include "test_util.hpp"
 
+#include "default_rule.hpp"
 #include "error.hpp"
 #include "graph.hpp"
 #include "graph_io.hpp"
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -843,3 +845,60 @@ TEST(Schedule, CandidatesSpanHeadsOnlyWhereTheyFit) {
         for (const std::string& text : list_schedules(ctx.get(), g.get(), op, pass)) EXPECT_FALSE(spans(text)) << text;
   }
 }
+
+// ---------------------------------------------------------------- text and validity at the limits
+namespace dfgnn {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using test::make_context;
+
+// The lane geometry holds up to D = 2^31 - 1 (64-bit steps: no hang, no wrap).
+TEST(Schedule, LaneArithmeticHoldsUpToInt32Max) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  for (int32_t vec : {1, 2, 4, 8}) {
+    EXPECT_EQ(lanes_for_dim(kMax, vec), 32) << vec;
+    EXPECT_EQ(lanes_for_dim((1 << 30) + 1, vec), 32) << vec;
+  }
+  EXPECT_EQ(registers_per_lane(kMax, 32, 1), 67108864);  // ceil((2^31 - 1) / 32)
+  EXPECT_EQ(registers_per_lane(kMax, 32, 8), 67108864);  // ceil((2^31 - 1) / 256) * 8
+  EXPECT_EQ(lanes_for_dim(3, 1), 4);
+  EXPECT_EQ(lanes_for_dim(64, 4), 16);
+}
+
+TEST(Schedule, RepeatedScheduleFieldIsParseError) {
+  try {
+    parse_schedule("subwarp:lanes=32,lanes=4");
+    ADD_FAILURE() << "accepted a repeated field";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), DFGNN_STATUS_PARSE_ERROR);
+    EXPECT_TRUE(contains(e.what(), "field 'lanes' is given twice")) << e.what();
+  }
+  auto ctx = make_context();
+  auto g = test::graph_from_edges(ctx.get(), 4, {0, 1, 2, 3}, {1, 2, 3, 0});
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 32);
+  char buffer[256];
+  size_t length = 0;
+  EXPECT_EQ(dfgnnGetSchedule(ctx.get(), g.get(), &op, DFGNN_FORWARD, "subwarp:lanes=8,groups=32,lanes=8", buffer,
+                             sizeof buffer, &length),
+            DFGNN_STATUS_PARSE_ERROR);
+  EXPECT_EQ(parse_schedule("subwarp:lanes=8,groups=32").lanes, 8);  // each field once is fine
+}
+
+// groups * lanes is checked in 64 bits: 2^29 groups of 8 lanes is no block.
+TEST(Schedule, HugeGroupCountIsNotABlock) {
+  auto ctx = make_context();
+  auto g = test::graph_from_edges(ctx.get(), 4, {0, 1, 2, 3}, {1, 2, 3, 0});
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 32);
+  char buffer[256];
+  size_t length = 0;
+  for (const char* text : {"subwarp:lanes=8,groups=536870912,vec=1", "subwarp:lanes=32,groups=134217728,vec=1"}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(dfgnnGetSchedule(ctx.get(), g.get(), &op, DFGNN_FORWARD, text, buffer, sizeof buffer, &length),
+              DFGNN_STATUS_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(dfgnnGetLastErrorMessage(), "is not a block of 32..1024 whole warps")) << dfgnnGetLastErrorMessage();
+  }
+}
+
+}  // namespace
+}  // namespace dfgnn

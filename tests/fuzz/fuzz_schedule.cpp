@@ -10,6 +10,7 @@
 // hub_split and edge_balanced planned negative edge bounds.)
 #include "fuzz_util.hpp"
 
+#include "default_rule.hpp"
 #include "error.hpp"
 #include "graph.hpp"
 #include "plan.hpp"
@@ -59,7 +60,7 @@ void check_plan(const dfgnn::PassProblem& problem, const dfgnn::Schedule& s) {
   const std::string what = dfgnn::to_string(s);
   for (const dfgnn::HostPlan::Part& part : plan.parts)
     for (const dfgnn::Segment& seg : part.segments) {
-      if (part.row_groups) {  // (first row, end row, first edge, end edge)
+      if (part.kind == dfgnn::HostPlan::Part::Kind::RowGroups) {  // (first row, end row, first edge, end edge)
         FUZZ_CHECK(0 <= seg[0] && seg[0] < seg[1] && seg[1] <= csr.num_rows, "row group outside the rows: " + what);
         FUZZ_CHECK(seg[2] == csr.ptr[seg[0]] && seg[3] == csr.ptr[seg[1]], "row group off its rows' edges: " + what);
       } else {  // a chunk (row, begin, end, slot) of a split row

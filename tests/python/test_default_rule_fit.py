@@ -1,4 +1,4 @@
-"""bench/fit_default_rule.py: the fit of the default rule on synthetic cases with a known answer, the
+"""tools/fit_default_rule.py: the fit of the default rule on synthetic cases with a known answer, the
 database reader, and that the committed rule is what the committed extract and script give."""
 import importlib.util
 import json
@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "fit_default_rule.py"
+SCRIPT = ROOT / "tools" / "fit_default_rule.py"
 CASES = ROOT / "tests" / "data" / "default_rule_cases.json"
 RULE = ROOT / "runtime" / "data" / "default_rule.json"
 

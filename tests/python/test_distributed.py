@@ -237,7 +237,7 @@ def test_tune_command_rejects_a_malformed_op(tmp_path):
 
 
 def test_tune_command_names_a_bad_op_dtype_or_budget(tmp_path):
-    # Before: make_op's exception ended the command in a traceback; a NaN budget reached the ranks.
+    # A bad op, dtype or budget (NaN included) ends the command with one line naming it, before any rank starts.
     for extra, needle in ((["--op", "resnet:1:8"], "--op 'resnet:1:8' --dtype 'float32': unknown model 'resnet'"),
                           (["--op", "gat:0:8"], "heads and dim must be >= 1"),
                           (["--dtype", "float99"], "unsupported dtype 'float99'"),

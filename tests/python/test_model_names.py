@@ -54,9 +54,9 @@ def _literal(path, variable):
 
 # Lists indexed by the model's value keep the table's order; the others hold its names.
 @pytest.mark.parametrize("script, variable, ordered", [
-    ("bench/fit_default_rule.py", "MODEL_NAMES", True),
+    ("tools/fit_default_rule.py", "MODEL_NAMES", True),
     ("bench/tune_twice_summary.py", "MODELS", True),
-    ("bench/calibrate_nearest.py", "models", True),
+    ("tools/calibrate_nearest.py", "models", True),
     ("bench/pyg_compare.py", "MODELS", False),
     ("bench/pyg_compare.py", "PYG_LAYER", False),
     ("bench/tuning_acceptance.py", "MODELS", False),

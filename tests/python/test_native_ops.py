@@ -108,7 +108,7 @@ print("refused")
 def test_cpu_tensors_are_refused_by_name(native_lib):
     """In a subprocess: on the H200 (torch 2.11) this error crashed the process (the reason the
     native ops are opt-in); here a crash fails the test instead of the session. (The graph's
-    reference count is tested in C++, Reliability.RetainedGraphLivesUntilTheLastRelease, and on a GPU
+    reference count is tested in C++, Api.RetainedGraphLivesUntilTheLastRelease, and on a GPU
     by test_backward_after_the_graph_was_dropped.)"""
     import subprocess
     import sys

@@ -1,4 +1,4 @@
-"""A synthetic tuning database for tests of bench/calibrate_nearest.py: graphs of three degree families with
+"""A synthetic tuning database for tests of tools/calibrate_nearest.py: graphs of three degree families with
 fingerprints computed as runtime/src/fingerprint.cpp does, and candidate timings from a cost model in which each
 family has its own best schedule. Only the tables and columns the script reads (db/src/schema.cpp's names)."""
 import json

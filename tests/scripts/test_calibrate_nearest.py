@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of bench/calibrate_nearest.py (ctest: calibrate_nearest.script). Standard library only.
+"""Tests of tools/calibrate_nearest.py (ctest: calibrate_nearest.script). Standard library only.
 - Reading a tuning database: runs are pooled as db/src/results.cpp pools them.
 - On a synthetic database whose families each have their own best schedule, the fitted distance and radius
   answer every left-out graph with its family's schedule.
@@ -17,9 +17,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SCRIPT = os.path.join(REPO, "bench", "calibrate_nearest.py")
+SCRIPT = os.path.join(REPO, "tools", "calibrate_nearest.py")
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "bench"))
+sys.path.insert(0, os.path.join(REPO, "tools"))
 import calibrate_nearest as cn  # noqa: E402
 import synthetic_tuning_db  # noqa: E402
 

@@ -14,6 +14,7 @@
 //                                              the shared one, then exports it (no faults now)
 //   soak_worker merge TARGET SOURCE LOG FD     the atomicity case's child: opens TARGET, writes
 //                                              one byte to FD, merges SOURCE into it
+#include "default_rule.hpp"
 #include "dispatch.hpp"
 #include "error.hpp"
 #include "graph.hpp"
@@ -21,6 +22,7 @@
 #include "ops.hpp"
 #include "schedule.hpp"
 #include "search.hpp"
+#include "solver.hpp"
 #include "tuning_db.hpp"
 
 #include <fcntl.h>

@@ -2,12 +2,14 @@
 
 #include "context.hpp"
 #include "cuda.hpp"
+#include "default_rule.hpp"
 #include "dispatch.hpp"
 #include "error.hpp"
 #include "graph.hpp"
 #include "logging.hpp"
 #include "op.hpp"
 #include "ops.hpp"
+#include "solver.hpp"
 #include "tuning_db.hpp"
 
 #include <nlohmann/json.hpp>

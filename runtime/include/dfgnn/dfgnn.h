@@ -232,7 +232,7 @@ DFGNN_API dfgnn_status_t dfgnnFingerprintParse(const char* text, dfgnn_fingerpri
 /* Distance >= 0 between two fingerprints, 0 for identical ones, symmetric: a weighted sum of
  * per-feature differences (sizes and degree quantiles on a log scale, the degree histogram, Gini,
  * tail share, hub counts) whose weights were fitted so that graphs that favour the same schedule
- * lie close (bench/calibrate_nearest.py). Used for nearest-neighbour reuse of tuning results. */
+ * lie close (tools/calibrate_nearest.py). Used for nearest-neighbour reuse of tuning results. */
 DFGNN_API dfgnn_status_t dfgnnFingerprintDistance(const dfgnn_fingerprint_t* a, const dfgnn_fingerprint_t* b,
                                                   double* distance);
 /* Coarse bucket key ("n2^12.e2^14.max2^8.cv1"): graphs with the same key are candidates for

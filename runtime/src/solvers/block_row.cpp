@@ -8,7 +8,6 @@ namespace {
 class BlockRowSolver final : public WholeRowsSolver {
  public:
   SolverId id() const override { return SolverId::BlockRow; }
-  const char* name() const override { return "block_row"; }
   // Worth trying only when rows are long enough to keep several warps busy.
   bool applicable(const PassProblem& p) const override {
     return p.fingerprint->mean_degree >= 16 || solvers::max_degree(p) >= 256;

@@ -18,7 +18,6 @@ namespace {
 class EdgeBalancedSolver final : public Solver {
  public:
   SolverId id() const override { return SolverId::EdgeBalanced; }
-  const char* name() const override { return "edge_balanced"; }
   bool applicable(const PassProblem&) const override { return true; }
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = solvers::base_schedule(p, id());
@@ -73,8 +72,8 @@ class EdgeBalancedSolver final : public Solver {
     // on blogcatalog), and ends the group before it.
     HostPlan plan;
     const int32_t edges = s.block_edges(), piece = std::max(1, edges / s.groups);
-    HostPlan::Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
-    HostPlan::Part groups{s.lanes, false, 0, HostPlan::kNoLimit, {}, true};
+    HostPlan::Part chunks{.kind = HostPlan::Part::Kind::Chunks, .lanes = s.lanes};
+    HostPlan::Part groups{.kind = HostPlan::Part::Kind::RowGroups, .lanes = s.lanes};
     int32_t first = 0;
     int64_t cost = 0;  // 64 bits: a group's cost plus the next row's may pass 2^31 when block_edges() is large
     auto close = [&](int32_t end) {
@@ -113,7 +112,7 @@ class EdgeBalancedSolver final : public Solver {
     for (size_t k = 0; k < plan.parts.size(); ++k) {
       const HostPlan::Part& part = plan.parts[k];
       const int32_t items = solvers::part_items(part, num_rows), index = static_cast<int32_t>(k);
-      if (!part.row_groups) {
+      if (part.kind == HostPlan::Part::Kind::Chunks) {
         out.push_back(solvers::rows_launch(op, pass, "chunks", split_kernel(op, pass, s), index, items, s.lanes,
                                            s.heads, split_groups(s), 1));
         continue;

@@ -12,7 +12,6 @@ namespace {
 class HubSplitSolver final : public Solver {
  public:
   SolverId id() const override { return SolverId::HubSplit; }
-  const char* name() const override { return "hub_split"; }
   bool applicable(const PassProblem& p) const override { return solvers::max_degree(p) >= 128; }
   Schedule default_schedule(const PassProblem& p) const override {
     Schedule s = solvers::base_schedule(p, id());
@@ -51,10 +50,10 @@ class HubSplitSolver final : public Solver {
   HostPlan plan(const RowPointers& rows, const Schedule& s) const override {
     // Chunks of hub rows first (the longest work starts first), then the other rows whole.
     HostPlan plan;
-    HostPlan::Part chunks{s.lanes, false, 0, HostPlan::kNoLimit, {}};
+    HostPlan::Part chunks{.kind = HostPlan::Part::Kind::Chunks, .lanes = s.lanes};
     for (const RowSpan& hub : rows.long_rows) solvers::split_row(hub, s.split_chunk(), plan, chunks);
     if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
-    plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, s.threshold, {}});
+    plan.parts.push_back(HostPlan::Part{.kind = HostPlan::Part::Kind::Rows, .lanes = s.lanes, .max_degree = s.threshold});
     return plan;
   }
   std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
@@ -65,7 +64,7 @@ class HubSplitSolver final : public Solver {
     std::vector<Launch> out;
     for (size_t k = 0; k < plan.parts.size(); ++k) {
       const HostPlan::Part& part = plan.parts[k];
-      out.push_back(solvers::rows_launch(op, pass, part.whole_rows ? "rows" : "chunks",
+      out.push_back(solvers::rows_launch(op, pass, part.kind == HostPlan::Part::Kind::Rows ? "rows" : "chunks",
                                          rows_kernel(op, pass, s.lanes, s.heads, s.vec, s.groups, 1),
                                          static_cast<int32_t>(k), solvers::part_items(part, num_rows), s.lanes, s.heads,
                                          s.groups, 1));

@@ -15,7 +15,6 @@ constexpr int32_t kWarpGroups = 8;  // the warp bins' blocks: 8 warps
 class HybridSolver final : public Solver {
  public:
   SolverId id() const override { return SolverId::Hybrid; }
-  const char* name() const override { return "hybrid"; }
   bool applicable(const PassProblem& p) const override {
     return p.fingerprint->cv >= 1.0 && solvers::max_degree(p) >= 64;
   }
@@ -66,13 +65,14 @@ class HybridSolver final : public Solver {
   // Only the rows to split.
   int32_t rows_read(const Schedule& s) const override { return std::max(1, s.threshold); }
   HostPlan plan(const RowPointers& rows, const Schedule& s) const override {
-    // Warp parts are marked 32 lanes (the schedule's own lanes are fewer).
+    // Split rows and the middle bin run on whole warps, the low bin on the schedule's groups.
+    using Kind = HostPlan::Part::Kind;
     HostPlan plan;
-    HostPlan::Part chunks{32, false, 0, HostPlan::kNoLimit, {}};
+    HostPlan::Part chunks{.kind = Kind::Chunks, .lanes = 32};
     for (const RowSpan& hub : rows.long_rows) solvers::split_row(hub, s.split_chunk(), plan, chunks);
     if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
-    plan.parts.push_back(HostPlan::Part{32, true, s.mid, s.threshold, {}});
-    plan.parts.push_back(HostPlan::Part{s.lanes, true, 0, s.mid, {}});
+    plan.parts.push_back(HostPlan::Part{.kind = Kind::WarpRows, .lanes = 32, .min_degree = s.mid, .max_degree = s.threshold});
+    plan.parts.push_back(HostPlan::Part{.kind = Kind::Rows, .lanes = s.lanes, .max_degree = s.mid});
     return plan;
   }
   std::vector<std::string> kernels(const dfgnn_op_t& op, PassKind pass, const Schedule& s) const override {
@@ -84,8 +84,8 @@ class HybridSolver final : public Solver {
     for (size_t k = 0; k < plan.parts.size(); ++k) {
       const HostPlan::Part& part = plan.parts[k];
       const int32_t items = solvers::part_items(part, num_rows), index = static_cast<int32_t>(k);
-      if (part.lanes == 32)
-        out.push_back(solvers::rows_launch(op, pass, part.whole_rows ? "warp rows" : "chunks", warp_kernel(op, pass, s),
+      if (part.kind != HostPlan::Part::Kind::Rows)
+        out.push_back(solvers::rows_launch(op, pass, part.listed() ? "chunks" : "warp rows", warp_kernel(op, pass, s),
                                            index, items, 32, 1, kWarpGroups, 1));
       else
         out.push_back(

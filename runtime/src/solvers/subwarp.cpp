@@ -8,7 +8,6 @@ namespace {
 class SubwarpSolver final : public WholeRowsSolver {
  public:
   SolverId id() const override { return SolverId::Subwarp; }
-  const char* name() const override { return "subwarp"; }
   bool applicable(const PassProblem&) const override { return true; }
   Schedule default_schedule(const PassProblem& p) const override { return solvers::base_schedule(p, id()); }
   std::string invalid_reason(const PassProblem& p, const Schedule& s) const override {

@@ -517,7 +517,7 @@ def make_rule(cases, params, cases_doc_sha):
     return {
         "format": RULE_FORMAT,
         "version": RULE_VERSION,
-        "generated_by": "bench/fit_default_rule.py",
+        "generated_by": "tools/fit_default_rule.py",
         "features": sorted({n["feature"] for n in nodes if "feature" in n}),
         "nodes": nodes,
         "fit": {"params": params, "cases": len(cases), "graphs": len({c["graph"] for c in cases}),
@@ -548,7 +548,7 @@ def op_label(op):
 def report_markdown(rule, validation, sources):
     fit = rule["fit"]
     lines = ["# The fitted default rule: leave-one-graph-out validation", "",
-             f"Made by `bench/fit_default_rule.py` from {fit['cases']} cases (graph, op, pass) on {fit['graphs']} "
+             f"Made by `tools/fit_default_rule.py` from {fit['cases']} cases (graph, op, pass) on {fit['graphs']} "
              f"graphs ({', '.join(sources)}). Regret = the schedule's tuner-measured median over the case's best; "
              f"a schedule not measured in a case, or slower than {fit['params']['regret_cap']}x, counts as "
              f"{fit['params']['regret_cap']}x. The hand rule is the default the tuner recorded with each case.", "",
@@ -670,7 +670,7 @@ def main(argv=None):
                 committed = f.read()
             if committed != text:
                 print(f"{a.check} differs from the rule fitted on {cases_path}: regenerate it with "
-                      f"bench/fit_default_rule.py --cases {cases_path} --rule {a.check}", file=sys.stderr)
+                      f"tools/fit_default_rule.py --cases {cases_path} --rule {a.check}", file=sys.stderr)
                 return 1
             print(f"{a.check} matches the rule fitted on {cases_path}")
         if a.variants:

@@ -7,7 +7,7 @@ graph's winner and its candidates within 4% of its best; the tuned graphs within
 them by slowdown over their own best, weighted by exp(-distance); the lowest weighted mean wins; with a
 single voter its winner stands), and prints each choice's swept time over the swept best. Needs the dfgnn package (fingerprints) and the graphs' files.
 
-Usage: bench/replay_nearest.py RESULTS_DIR [--radius 2.0] [--data .bench-data]"""
+Usage: tools/replay_nearest.py RESULTS_DIR [--radius 2.0] [--data .bench-data]"""
 import argparse
 import gzip
 import json
