@@ -4,6 +4,7 @@
 #pragma once
 
 #include "test_util.hpp"
+#include "raw_sql.hpp"
 #include "damaged_pages.hpp"
 
 #include "api_guard.hpp"
@@ -44,6 +45,8 @@
 namespace dfgnn::test::db_test {
 
 namespace fs = std::filesystem;
+using dfgnn::test::raw_exec;
+using dfgnn::test::raw_int;
 using dfgnn::db::CandidateStat;
 using dfgnn::db::EnvironmentInfo;
 using dfgnn::db::LayeredDb;
@@ -157,30 +160,6 @@ inline void write_bytes(const fs::path& p, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// Direct SQL on a file, bypassing dfgnn (to build foreign, hostile or tampered files).
-inline void raw_exec(const fs::path& p, const std::string& sql) {
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(p.c_str(), &h), SQLITE_OK);
-  sqlite3_busy_timeout(h, 10000);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
-  const std::string message = err != nullptr ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(h);
-  ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << message;
-}
-
-inline int64_t raw_int(const fs::path& p, const std::string& sql) {
-  sqlite3* h = nullptr;
-  sqlite3_open_v2(p.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* s = nullptr;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
-    v = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return v;
-}
 
 inline std::string raw_text(const fs::path& p, const std::string& sql) {
   sqlite3* h = nullptr;
@@ -282,6 +261,20 @@ struct PageLimit {
   }
   ~PageLimit() { sqlite3_cancel_auto_extension(reinterpret_cast<void (*)()>(&limit_pages)); }
 };
+// Enters a private mount namespace (root, else an unprivileged user namespace mapped to this user)
+// so that a test child can mount a small tmpfs; false where the system allows neither.
+inline bool enter_private_mounts() {
+  if (unshare(CLONE_NEWNS) != 0) {
+    const uid_t uid = getuid();
+    const gid_t gid = getgid();
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+    std::ofstream("/proc/self/setgroups") << "deny";
+    std::ofstream("/proc/self/uid_map") << "0 " << uid << " 1";
+    std::ofstream("/proc/self/gid_map") << "0 " << gid << " 1";
+  }
+  return mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+}
+
 inline int64_t pages_of(const fs::path& p) { return raw_int(p, "PRAGMA page_count"); }
 
 }  // namespace dfgnn::test::db_test

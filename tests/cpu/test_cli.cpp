@@ -2,6 +2,7 @@
 // messages, the no-GPU path of dfgnn-tune, and every dfgnn-db command on databases written here
 // through db::TuningDb (a fake GPU environment, as in test_dispatch.cpp).
 #include "damaged_pages.hpp"
+#include "raw_sql.hpp"
 #include "test_util.hpp"
 
 #include "dispatch.hpp"
@@ -644,29 +645,6 @@ TEST(Cli, VerifyChecksTheThreadCount) {
 
 namespace {
 
-void raw_sql(const std::string& path, const std::string& sql) {
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &h), SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
-  const std::string message = err != nullptr ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(h);
-  ASSERT_EQ(rc, SQLITE_OK) << sql << ": " << message;
-}
-
-int64_t raw_count(const std::string& path, const std::string& sql) {
-  sqlite3* h = nullptr;
-  sqlite3_open_v2(path.c_str(), &h, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* s = nullptr;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
-    v = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return v;
-}
-
 bool has_control_bytes(const std::string& text) {
   for (unsigned char c : text)
     if ((c < 0x20 && c != '\n') || c == 0x7f) return true;
@@ -681,9 +659,9 @@ TEST(Cli, DbNeverPrintsControlCharactersFromADatabase) {
   const std::string path = dir / "user.db";
   put(path, 1, kValid, kOther);
   const std::string evil = "'node' || char(27) || '[2J' || char(27) || '[31m' || char(10) || '1  Test GPU|sm_90|132  forged'";
-  raw_sql(path, "UPDATE results SET host = " + evil);
-  raw_sql(path, "UPDATE runs SET host = " + evil);
-  raw_sql(path, "CREATE TRIGGER \"t" "\x1b" "[2J" "\n" "forged\" AFTER INSERT ON runs BEGIN SELECT 1; END");
+  raw_exec(path, "UPDATE results SET host = " + evil);
+  raw_exec(path, "UPDATE runs SET host = " + evil);
+  raw_exec(path, "CREATE TRIGGER \"t" "\x1b" "[2J" "\n" "forged\" AFTER INSERT ON runs BEGIN SELECT 1; END");
   for (const char* command : {"list", "show 1", "verify"}) {
     const Result r = db("--db " + quote(path) + " " + command);
     EXPECT_FALSE(has_control_bytes(r.output)) << command << ":\n" << r.output;
@@ -725,7 +703,7 @@ TEST(Cli, DbShowTakesDigitsOnlyAndMergeRefusesTheDatabasesOwnFiles) {
     EXPECT_TRUE(contains(r.output, fmt::format("show: '{}' is not a result id (digits only, at least 1", id)))
         << r.output;
   }
-  const int64_t runs = raw_count(path, "SELECT count(*) FROM runs");
+  const int64_t runs = raw_int(path, "SELECT count(*) FROM runs");
   for (const char* suffix : {"-wal", "-shm", "-journal"}) {
     SCOPED_TRACE(suffix);
     const std::string sidecar = path + suffix;
@@ -741,7 +719,7 @@ TEST(Cli, DbShowTakesDigitsOnlyAndMergeRefusesTheDatabasesOwnFiles) {
     EXPECT_TRUE(contains(r.output, fmt::format("is this database's {} file", suffix))) << r.output;
     fs::remove(sidecar);
   }
-  EXPECT_EQ(raw_count(path, "SELECT count(*) FROM runs"), runs);
+  EXPECT_EQ(raw_int(path, "SELECT count(*) FROM runs"), runs);
 }
 
 // Issue 26: a bidirectional control (U+202E right-to-left override) in a host column is treated
@@ -750,8 +728,8 @@ TEST(Cli, DbTreatsBidirectionalControlsAsControlCharacters) {
   TempDir dir;
   const std::string path = dir / "user.db";
   put(path, 1, kValid, kOther);
-  raw_sql(path, "UPDATE results SET host = 'node' || char(8238) || 'evil'");
-  raw_sql(path, "UPDATE runs SET host = 'node' || char(8294) || 'evil'");  // U+2066
+  raw_exec(path, "UPDATE results SET host = 'node' || char(8238) || 'evil'");
+  raw_exec(path, "UPDATE runs SET host = 'node' || char(8294) || 'evil'");  // U+2066
   for (const char* command : {"list", "show 1", "verify"}) {
     const Result r = db("--db " + quote(path) + " " + command);
     EXPECT_FALSE(contains(r.output, "\xe2\x80\xae")) << command << ":\n" << r.output;
@@ -842,7 +820,7 @@ TEST(Cli, DbMergeOnAFullDiskCommitsNothing) {
     const std::string into = mnt + "/user.db";
     fs::copy_file(small, into);
     const Result r = db("--db " + quote(into) + " merge " + quote(src));
-    const int64_t runs = raw_count(into, "SELECT count(*) FROM runs");
+    const int64_t runs = raw_int(into, "SELECT count(*) FROM runs");
     if (r.code != 1) code |= 1;
     if (!contains(r.output, "nothing from it was merged") || !contains(r.output, "the disk is full")) code |= 2;
     if (runs != 1) code |= 4;

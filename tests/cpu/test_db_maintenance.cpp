@@ -411,15 +411,7 @@ TEST(TuningDbExport, FullDiskExportLeavesNoFiles) {
   const fs::path mnt = dir / "mnt";
   fs::create_directories(mnt);
   const pid_t child = spawn([&]() -> int {
-    if (unshare(CLONE_NEWNS) != 0) {
-      const uid_t uid = getuid();
-      const gid_t gid = getgid();
-      if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return 77;
-      std::ofstream("/proc/self/setgroups") << "deny";
-      std::ofstream("/proc/self/uid_map") << "0 " << uid << " 1";
-      std::ofstream("/proc/self/gid_map") << "0 " << gid << " 1";
-    }
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+    if (!enter_private_mounts()) return 77;
     auto db = TuningDb::open_read_only(dir / "user.db", {});
     int failures = 0, full = 0, fitted = 0;
     for (const int64_t pages : sizes) {
