@@ -4,7 +4,8 @@
 #
 # Usage: bench/shapes-gpu.sh OUTDIR PHASE [SHAPES_ARGS...]
 #   check   on a fresh machine: build everything, then verify --tiny, GPU ctest, the Python GPU tests and
-#           memcheck of the tiny corpus (MEMCHECK=0 leaves it out), within CHECK_SECONDS (540)
+#           memcheck of the tiny corpus (MEMCHECK=0 leaves it out, PYTHON_TESTS=0 the Python package and its
+#           tests), within CHECK_SECONDS (540)
 #   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
@@ -50,8 +51,11 @@ case $phase in
     left() { echo $((deadline - SECONDS)); }
     mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
     [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
-    BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
-    install_pid=$!
+    install_pid=
+    if [ "${PYTHON_TESTS:-1}" = 1 ]; then
+      BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
+      install_pid=$!
+    fi
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1 &&
       cmake --build build-gpu -j "$(nproc)" --target dfgnn dfgnn_tests_gpu dfgnn-verify dfgnn-tune dfgnn-bench dfgnn-db \
         dfgnn-graph > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
@@ -63,11 +67,13 @@ case $phase in
     timeout "$(left)" ctest --test-dir build-gpu -L gpu -j 8 --output-on-failure --timeout 300 > "$out/ctest-gpu.log" 2>&1
     echo "ctest -L gpu exit $?: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log")"
     grep -E "\(Failed\)|\*\*\*|Skipped" "$out/ctest-gpu.log" | head -20
-    wait $install_pid; tail -2 "$out/python-install.log"
-    DFGNN_DATASETS=$PWD/$datasets timeout "$(left)" python3 -m pytest -q -p no:cacheprovider -rfs --durations=10 \
-      ${PYTEST_ARGS:-tests/python} > "$out/pytest.log" 2>&1
-    echo "pytest exit $?: $(tail -1 "$out/pytest.log")"
-    grep -E "^FAILED|^ERROR" "$out/pytest.log" | head -20
+    if [ -n "$install_pid" ]; then
+      wait $install_pid; tail -2 "$out/python-install.log"
+      DFGNN_DATASETS=$PWD/$datasets timeout "$(left)" python3 -m pytest -q -p no:cacheprovider -rfs --durations=10 \
+        ${PYTEST_ARGS:-tests/python} > "$out/pytest.log" 2>&1
+      echo "pytest exit $?: $(tail -1 "$out/pytest.log")"
+      grep -E "^FAILED|^ERROR" "$out/pytest.log" | head -20
+    fi
     if [ "${MEMCHECK:-1}" = 1 ] && [ "$(left)" -gt 30 ]; then
       timeout "$(left)" compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --repo . \
         --threads 16 > "$out/sanitizer-memcheck.log" 2>&1
