@@ -412,9 +412,11 @@ def test_cpu_smoke_run(tmp_path, cora_path, graphs, op):
     measured = [c for c in cases if c.get("ratios")]
     assert len(measured) == 4
     assert all(c.get("skipped", "").startswith("graph not loaded") for c in cases if c["graph"] == "nope-graph")
+    hand_differs = []
     for c in measured:
         assert set(c["choices"]) == {"default", "tuned", "nearest", "hand"}
         hand = c["choices"].pop("hand")  # from the child process, which timed hand beside its own tuned
+        hand_differs.append(hand["schedules"] != c["choices"]["default"]["schedules"])
         assert hand["count"] == 4 and hand["tuned_median_ms"] > 0 and hand["process"].startswith("child")
         assert c["ratios"]["hand_over_tuned"] == pytest.approx(hand["median_ms"] / hand["tuned_median_ms"])
         for ch in c["choices"].values():
@@ -427,8 +429,10 @@ def test_cpu_smoke_run(tmp_path, cora_path, graphs, op):
     rmat = next(c for c in measured if c["graph"] == "rmat-9-3000")
     assert rmat["left_out_rows"]["results"] == 3  # it is in the fixture database
     assert report["summary"]["tuned_exact"] == 0  # no GPU, no exact hits: the tuned figures stay empty
-    # this build has no DFGNN_DEFAULT_RULE: the report says hand changed nothing
-    assert any("changed no schedule" in n for n in report["notes"])
+    # the child reads DFGNN_DEFAULT_RULE=hand: where the fitted rule answers (GAT D = 8 takes a leaf's
+    # edge-balanced schedule on these graphs) the hand rule's schedules differ, and no note doubts it
+    assert any(hand_differs)
+    assert not any("changed no schedule" in n for n in report["notes"])
     assert (out / "hand" / "acceptance.json").exists()
     md = (out / "acceptance.md").read_text()
     assert "| graph | skew | config |" in md and "nope-graph" in md
