@@ -368,7 +368,6 @@ TEST(TuningDbRobustness, FullAndReadOnlyDisksAreNamed) {
     fs::remove(mnt / "new.db");
     fs::remove(mnt / "new.db-wal");
     fs::remove(mnt / "new.db-shm");
-    for (auto& e : fs::directory_iterator(mnt)) std::fprintf(stderr, "DBG %s %ld\n", e.path().c_str(), (long)fs::file_size(e.path()));
     if (mount(nullptr, mnt.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0) return 78;
     check("open on a read-only disk", [&] {
       auto ro = TuningDb::open_user(p);
