@@ -208,6 +208,23 @@ double rel_error(const std::vector<double>& got, const std::vector<double>& ref,
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// AGNN's beta gradient is one sum over every edge of p_ij (m_ij dout_i . h_j - Delta_i) cos_ij, and each
+// row's terms nearly cancel, since Delta_i = dout_i . out_i is their p-weighted mean. The kernel takes
+// Delta_i from the output it was given (16-bit rounded in a 16-bit op, as in any fused attention
+// backward), so the sum moves by up to sum_i |Delta_i - Delta_i exact| (sum_j p_ij |cos_ij| <= 1):
+// an error that no relative tolerance on the cancelled sum bounds (H200 2026-11-30: 0.040 in bfloat16;
+// H100 2026-12-06: 0.168 with the new dropout mask). That bound is allowed on top of the tolerance.
+double delta_slack(const std::vector<double>& out, const std::vector<double>& exact_out,
+                   const std::vector<double>& grad_out, size_t dim) {
+  double slack = 0;
+  for (size_t row = 0; row + dim <= out.size(); row += dim) {
+    double diff = 0;
+    for (size_t d = 0; d < dim; ++d) diff += grad_out[row + d] * (out[row + d] - exact_out[row + d]);
+    slack += std::abs(diff);
+  }
+  return slack;
+}
+
 }  // namespace
 
 double tolerance(dfgnn_dtype_t dtype) {
@@ -217,15 +234,6 @@ double tolerance(dfgnn_dtype_t dtype) {
     case DFGNN_DTYPE_BFLOAT16: return 3e-2;
     default: return 0;
   }
-}
-
-double tolerance(dfgnn_dtype_t dtype, const std::string& tensor) {
-  // AGNN's beta gradient is one sum over every edge of terms p_ij (m_ij dout_i . h_j - Delta_i) cos_ij
-  // that cancel; Delta_i comes from the 16-bit rounded output (as in any fused attention backward), so
-  // its relative error is not bounded by the per-element rounding. Observed on the H200 (2026-11-30):
-  // 0.040 in bfloat16 on Cora with dropout 0.35, identical under every schedule.
-  if (tensor == "beta" && dtype != DFGNN_DTYPE_FLOAT32) return 3 * tolerance(dtype);
-  return tolerance(dtype);
 }
 
 std::string op_label(const dfgnn_op_t& op) {
@@ -372,9 +380,11 @@ Outcome Verifier::run(const Case& c) {
     cuda(cudaDeviceSynchronize(), "forward kernels");
     // Errors are judged against each tensor's tolerance; the worst is reported.
     double worst_share = 0;  // max of error / tolerance
-    auto record = [&](const char* name, double err, bool nonfinite) {
+    // slack: an absolute error allowed on top of the relative tolerance (beta's, delta_slack).
+    auto record = [&](const char* name, double err, bool nonfinite, double ref_norm = 1, double slack = 0) {
       if (nonfinite) o.unwritten = true;
-      const double share = err / tolerance(t, name);
+      const double norm = ref_norm > 0 ? ref_norm : 1;  // rel_error is absolute against a zero reference
+      const double share = err * norm / (tolerance(t) * norm + slack);
       if (share > worst_share || o.worst_tensor.empty()) {
         worst_share = std::max(worst_share, share);
         o.max_rel_error = err;
@@ -420,7 +430,14 @@ Outcome Verifier::run(const Case& c) {
             first[s] = bytes_now;
             bool bad = false;
             const auto got = decode(bytes_now, in_op_dtype(c.op, s) ? t : DFGNN_DTYPE_FLOAT32);
-            record(kSlotNames[s], rel_error(got, ref->grads[s], bad), bad);
+            if (s == kBeta) {
+              const double slack = t == DFGNN_DTYPE_FLOAT32
+                                       ? 0
+                                       : delta_slack(decode(out.download(), t), ref->out, ref->grad_out, c.op.dim);
+              record(kSlotNames[s], rel_error(got, ref->grads[s], bad), bad, std::abs(ref->grads[s][0]), slack);
+            } else {
+              record(kSlotNames[s], rel_error(got, ref->grads[s], bad), bad);
+            }
           } else if (bytes_now != first[s]) {
             o.deterministic = false;
           }

@@ -32,8 +32,6 @@ struct Outcome {
 
 // Relative tolerance per dtype (norm-wise, against the reference on the same rounded inputs).
 double tolerance(dfgnn_dtype_t dtype);
-// The tolerance of one output or gradient tensor (by name, e.g. "out", "beta").
-double tolerance(dfgnn_dtype_t dtype, const std::string& tensor);
 
 // Runs one case: random inputs (seeded by the case), reference in float64 on the dtype-rounded
 // inputs, GPU run on poisoned outputs, comparison. Reference results are cached per
