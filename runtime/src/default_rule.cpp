@@ -193,7 +193,32 @@ std::optional<Schedule> fitted_to_shape(const Solver& solver, const PassProblem&
 }  // namespace
 
 std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) const {
+  // Where H > 1 heads need a fitted text, the text the leaf runs for one head of H * D channels (the
+  // same bytes per node) is fitted, not the leaf's first, which is made for its widest op shape:
+  // fitted to H = 8, D = 8 in bfloat16 that gave 64 edges per group on PubMed, 2.2x the time of the
+  // leaf's own (1, 64) text with 16 (bench/results/2026-12-06-h100.md).
+  std::optional<DefaultChoice> one_head;
+  if (problem.op.heads > 1) {
+    PassProblem wide = problem;
+    wide.op.heads = 1;
+    wide.op.dim = problem.op.heads * problem.op.dim;
+    one_head = choose_text(wide, nullptr);
+    if (one_head) one_head->rule += fmt::format(" for one head of {} channels", wide.op.dim);
+  }
+  return choose_text(problem, one_head ? &*one_head : nullptr);
+}
+
+std::optional<DefaultChoice> FittedRule::choose_text(const PassProblem& problem, const DefaultChoice* one_head) const {
   const Leaf& leaf = leaf_for(problem);
+  // A text fitted to the problem's shape, labelled with where it came from.
+  const auto fitted_choice = [&](const Schedule& s, const std::string& from) -> std::optional<DefaultChoice> {
+    const Solver& solver = solver_of(s);
+    if (!solver.applicable(problem)) return std::nullopt;
+    const std::optional<Schedule> fitted = fitted_to_shape(solver, problem, s);
+    if (!fitted) return std::nullopt;
+    return DefaultChoice{*fitted, fmt::format("{}, lanes fitted to H = {}, D = {}", from, problem.op.heads,
+                                              problem.op.dim)};
+  };
   // The leaf's first text the tuner would race here; where none is, its first text fitted to this
   // op shape. A one-head text where the solver's groups span heads takes the spanning mapping.
   for (const bool fit : {false, true}) {
@@ -210,10 +235,11 @@ std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) cons
         const bool usable = in_space(solver, problem, s);
         if (usable == fit) continue;  // the first round takes usable texts, the second fits the others
         const bool spans = s.heads == 1 && solver.default_schedule(problem).heads > 1;
-        if (!usable || spans)
-          if (std::optional<Schedule> fitted = fitted_to_shape(solver, problem, s))
-            return DefaultChoice{*fitted, fmt::format("fitted rule leaf {}, lanes fitted to H = {}, D = {}", leaf.id,
-                                                      problem.op.heads, problem.op.dim)};
+        if (!usable || spans) {
+          if (one_head != nullptr)
+            if (auto c = fitted_choice(one_head->schedule, one_head->rule)) return c;
+          if (auto c = fitted_choice(s, fmt::format("fitted rule leaf {}", leaf.id))) return c;
+        }
         if (usable) return DefaultChoice{s, fmt::format("fitted rule leaf {}", leaf.id)};
         log().debug("default rule leaf {}: {} is not valid here or not among the tuner's candidates", leaf.id, text);
       } catch (const Error& e) {

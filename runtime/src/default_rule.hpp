@@ -45,7 +45,8 @@ class FittedRule {
   const Leaf& leaf_for(const PassProblem& problem) const;
   // The leaf's first schedule that parses, whose solver applies to the problem, which is valid for
   // it and which is among its solver's candidates for it (the tuner's search space, which the fit
-  // was scored on); nullopt when none is.
+  // was scored on); nullopt when none is. Where H > 1 heads need a fitted text, the leaf's choice for one
+  // head of H * D channels is fitted first.
   std::optional<DefaultChoice> choose(const PassProblem& problem) const;
   // Why the rule does not answer for the problem's graph, or empty: a graph with more than twice the
   // edges of the largest the rule was fitted on (its "fit": {"domain": {"max_log2_edges"}}), where
@@ -53,6 +54,9 @@ class FittedRule {
   std::string beyond_domain(const PassProblem& problem) const;
 
  private:
+  // choose() for a text of the leaf; one_head: what to fit first where a text must be fitted.
+  std::optional<DefaultChoice> choose_text(const PassProblem& problem, const DefaultChoice* one_head) const;
+
   struct Node {
     int32_t feature = -1;  // index into the feature table; -1: a leaf
     double threshold = 0;
