@@ -20,8 +20,11 @@ default schedules on the graph (``dfgnn.compile``, forward, then backward) and r
 time of each direction and of each module (from the INFO line each compile logs). That is the
 NVRTC cost alone on this host's CPUs.
 
+``--breakdown`` also times torch's own first backward (a plain autograd op, before dfgnn's calls:
+the autograd engine's start-up) and profiles dfgnn's first backward with cProfile.
+
 Usage: bench/cold_start.py --out DIR [--graphs cora,pubmed,rmat-20] [--configs zoo|model:H:D:dtype,...]
-                           [--compile-only] [--datasets DIR]
+                           [--compile-only] [--breakdown] [--datasets DIR]
 Output: DIR/<date>-cold-start.json and .md.
 """
 
@@ -44,7 +47,7 @@ from zoo import read_zoo  # noqa: E402
 
 # Run in the child: prints one JSON line. Arguments: mode, graph, datasets, model, H, D, dtype.
 CHILD = r"""
-import json, sys, time
+import json, os, sys, time
 mode, gname, datasets, model, heads, dim, dtype = sys.argv[1:8]
 t_import = time.perf_counter()
 if mode != "compile":  # the compile-only mode runs without PyTorch
@@ -76,14 +79,32 @@ inputs = make_inputs(model, n, heads, dim, tdtype, dev, gen, True)
 grad = torch.randn(n, heads, dim, device=dev, generator=gen).to(tdtype)
 fn = getattr(dt, model)
 torch.cuda.synchronize()
+out["torch_native"] = os.environ.get("DFGNN_TORCH_NATIVE", "auto")
+if os.environ.get("DFGNN_COLD_BREAKDOWN") == "1":
+    # torch's own first backward (autograd engine start-up), before dfgnn's: the floor of a first step
+    x = torch.randn(n, heads * dim, device=dev, generator=gen, requires_grad=True)
+    t = time.perf_counter()
+    (x * 2).sum().backward()
+    torch.cuda.synchronize()
+    out["torch_first_backward_ms"] = (time.perf_counter() - t) * 1e3
 t = time.perf_counter()
 y = fn(g, *inputs)
 torch.cuda.synchronize()
 out["first_forward_ms"] = (time.perf_counter() - t) * 1e3
+breakdown = os.environ.get("DFGNN_COLD_BREAKDOWN") == "1"
+if breakdown:  # profiled: where the first backward's time goes (Python frames; C++ shows as its caller)
+    import cProfile, io, pstats
+    profile = cProfile.Profile()
+    profile.enable()
 t = time.perf_counter()
 y.backward(grad)
 torch.cuda.synchronize()
 out["first_backward_ms"] = (time.perf_counter() - t) * 1e3
+if breakdown:
+    profile.disable()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(20)
+    out["first_backward_profile"] = text.getvalue()[-4000:]
 t = time.perf_counter()
 fn(g, *inputs).backward(grad)
 torch.cuda.synchronize()
@@ -106,6 +127,8 @@ def parse_args(argv=None):
     p.add_argument("--datasets", default=str(REPO / ".bench-data"))
     p.add_argument("--compile-only", action="store_true", help="NVRTC only, no GPU: dfgnn.compile per direction")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time torch's own first backward first, and profile dfgnn's (cProfile, top 20)")
     p.add_argument("--tag", default=datetime.date.today().isoformat())
     return p.parse_args(argv)
 
@@ -120,9 +143,10 @@ def configs(text):
     return out
 
 
-def child(mode, graph, datasets, config, cache_dir, timeout):
+def child(mode, graph, datasets, config, cache_dir, timeout, breakdown=False):
     """One fresh process; its JSON line, plus the compiles its INFO lines report."""
-    env = dict(os.environ, DFGNN_CACHE_DIR=str(cache_dir), DFGNN_LOG_LEVEL="info")
+    env = dict(os.environ, DFGNN_CACHE_DIR=str(cache_dir), DFGNN_LOG_LEVEL="info",
+               DFGNN_COLD_BREAKDOWN="1" if breakdown else "0")
     args = [sys.executable, "-c", CHILD, mode, graph, datasets, *map(str, config)]
     t = time.perf_counter()
     r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
@@ -158,13 +182,22 @@ def markdown(report):
             lines += ["", f"Modules compiled: {len(per_module)}; median {statistics.median(per_module):.0f} ms, "
                       f"max {max(per_module)} ms."]
     else:
-        lines += ["| graph | model | H x D | dtype | cache | first fwd ms | first bwd ms | second step ms | compiles | modules |",
-                  "|---|---|---|---|---|---:|---:|---:|---:|---|"]
+        lines += ["| graph | model | H x D | dtype | cache | first fwd ms | first bwd ms | torch's first bwd ms | "
+                  "second step ms | compiles | native | modules |",
+                  "|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|"]
         for r in rows:
             mods = sorted(set(r.get("modules", {}).values()))
             lines.append(f"| {r['graph']} | {r['model']} | {r['heads']} x {r['dim']} | {r['dtype']} | {r['cache']} | "
                          f"{fmt(r.get('first_forward_ms'), 1)} | {fmt(r.get('first_backward_ms'), 1)} | "
-                         f"{fmt(r.get('second_step_ms'), 1)} | {r.get('compiles', '-')} | {'; '.join(mods)} |")
+                         f"{fmt(r.get('torch_first_backward_ms'), 1)} | {fmt(r.get('second_step_ms'), 1)} | "
+                         f"{r.get('compiles', '-')} | {r.get('torch_native', '-')} | {'; '.join(mods)} |")
+        profiled = {}
+        for r in rows:  # one profile per cache state: the first backward of the first config
+            if r.get("first_backward_profile"):
+                profiled.setdefault(r["cache"], r)
+        for state, r in profiled.items():
+            lines += ["", f"First backward profile, {r['graph']} {r['model']} {r['heads']} x {r['dim']} {r['dtype']}, "
+                      f"{state} cache (cProfile, cumulative):", "", "```", r["first_backward_profile"].strip(), "```"]
     if report["errors"]:
         lines += ["", "## Errors", ""] + [f"- {e['case']}: {e['error']}" for e in report["errors"]]
     return "\n".join(lines) + "\n"
@@ -191,7 +224,7 @@ def main(argv=None):
                     else:
                         for state in ("cold", "warm"):
                             report["rows"].append(dict(case, cache=state,
-                                                       **child("call", graph, datasets, config, cache, a.timeout)))
+                                                       **child("call", graph, datasets, config, cache, a.timeout, a.breakdown)))
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     report["errors"].append(dict(case=" ".join(map(str, case.values())), error=str(e)))
             print(json.dumps(report["rows"][-1] if report["rows"] else report["errors"][-1])[:300], flush=True)

@@ -68,3 +68,18 @@ def test_cold_start_compile_only_runs_a_fresh_process_per_config(tmp_path):
     assert row["forward_compile_ms"] > 0 and row["backward_compile_ms"] > 0
     assert row["compiles"] == len(row["compiled"]) > 0  # one INFO line per NVRTC run
     assert "| cora | gat | 8 x 8 | float32 |" in (out / "t-cold-start.md").read_text()
+
+
+def test_cold_start_markdown_shows_torchs_first_backward_and_the_profile():
+    """--breakdown rows carry torch's own first backward and a cProfile of dfgnn's; the table and one profile
+    per cache state show them (rows without them keep dashes)."""
+    cold = load_bench("cold_start")
+    base = dict(graph="cora", model="gat", heads=8, dim=8, dtype="float32", first_forward_ms=9.5,
+                first_backward_ms=1800.0, second_step_ms=10.0, compiles=0, torch_native="auto", modules={})
+    rows = [dict(base, cache="cold", torch_first_backward_ms=12.5, first_backward_profile="  1  _run_backward 1.790"),
+            dict(base, cache="warm")]
+    meta = dict(date="d", commit="c", host="h", compile_only=False, argv="--breakdown")
+    md = cold.markdown(dict(meta=meta, rows=rows, errors=[]))
+    assert "| cora | gat | 8 x 8 | float32 | cold | 9.5 | 1800.0 | 12.5 | 10.0 | 0 | auto |" in md
+    assert "| cora | gat | 8 x 8 | float32 | warm | 9.5 | 1800.0 | - | 10.0 | 0 | auto |" in md
+    assert "cold cache (cProfile" in md and "_run_backward 1.790" in md and "warm cache (cProfile" not in md
