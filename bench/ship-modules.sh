@@ -9,7 +9,10 @@
 #   ../shared/datasets, skipped when absent), each with and without self-loops (GATConv adds
 #   them), R-MAT 2^18 (past the fitted rule's domain: the hand rule's schedules) and a small
 #   planted-hub graph (hub splits on few nodes).
-# Environment: ARCH (compute capability, default 90), CONFIGS ("model:H:D:dtype ...", default the zoo).
+# Environment: ARCH (compute capability, default 90), CONFIGS ("model:H:D:dtype ...", default the zoo),
+#   DROPOUT_CONFIGS (the same, compiled once more with attention dropout, which has kernels of its own;
+#   default the zoo's GAT lines, PyG's examples/gat.py among them: every config would double the file,
+#   and a device run's checkout must stay under 64 MiB).
 # Writes OUT.db holding modules only (zlib-compressed cubins keyed by the kernel-source hash; no
 # results), then prints its size. Install it as data/tuning/sm<ARCH>-modules.db; a test fails when
 # the kernel sources change until it is rebuilt.
@@ -22,6 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 tune=$build/tools/dfgnn-tune
 [ -x "$tune" ] || { echo "ship-modules: $tune not built" >&2; exit 1; }
 configs=${CONFIGS:-$(python3 "$here/zoo.py")}
+dropout_configs=${DROPOUT_CONFIGS-$(for c in $(python3 "$here/zoo.py"); do [ "${c%%:*}" = gat ] && echo "$c"; done)}
 graphs=(--graph "$here/../data/cora")
 if [ -d "$data" ]; then
   for d in "$data"/*/; do
@@ -36,15 +40,20 @@ trap 'rm -rf "$work"' EXIT
 # Every module default dispatch runs goes into the new file: with the shipped layer visible (the file
 # being rebuilt among it), a module already there would count as stored and be left out.
 export DFGNN_SHIPPED_DB=off
-for c in $configs; do
+compile_defaults() {  # CONFIG [--dropout RATE]
+  local c=$1 model heads dim dtype loops
+  shift
   IFS=: read -r model heads dim dtype <<< "$c"
   for loops in "" --self-loops; do
     "$tune" --compile-defaults "$arch" "${graphs[@]}" $loops --model "$model" --heads "$heads" --dim "$dim" \
-      --dtype "$dtype" --direction both --db "$work/work.db" > "$work/log.txt" 2>&1 ||
-      { tail -20 "$work/log.txt"; echo "ship-modules: $c failed" >&2; exit 1; }
-    echo "$c ${loops:-(as read)}: $(grep '^compiled' "$work/log.txt")"
+      --dtype "$dtype" --direction both "$@" --db "$work/work.db" > "$work/log.txt" 2>&1 ||
+      { tail -20 "$work/log.txt"; echo "ship-modules: $c $* failed" >&2; exit 1; }
+    echo "$c ${loops:-(as read)} $*: $(grep '^compiled' "$work/log.txt")"
   done
-done
+}
+for c in $configs; do compile_defaults "$c"; done
+# Any nonzero rate compiles the same kernels (the rate is a launch argument).
+for c in $dropout_configs; do compile_defaults "$c" --dropout 0.5; done
 # Modules only: results of no one's tuning, and nothing but the modules table's rows.
 python3 - "$work/work.db" "$out" <<'EOF'
 import os, sqlite3, sys

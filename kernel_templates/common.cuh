@@ -42,11 +42,13 @@ __device__ __forceinline__ float leaky_grad(float z, float slope) { return z > 0
 // are segmented shuffles. Lane gl of a segment holds channels d = (c*L + gl)*V + v for chunk
 // c < C and vector slot v < V, i.e. R = C*V floats in registers.
 // E: the op has edge features (Params::edge), compiled in so ops without them pay nothing.
-template <typename T_, int D_, int H_, int L_, int V_, bool E_, int HG_ = 1>
+// P: the op has attention dropout, compiled in likewise: the mask code held registers even when a
+// launch ran without it (GATv2's backward row pass: 101 registers against 80).
+template <typename T_, int D_, int H_, int L_, int V_, bool E_, int HG_ = 1, bool P_ = false>
 struct Geo {
   using T = T_;
   static constexpr int D = D_, H = H_, L = L_, V = V_, HG = HG_;
-  static constexpr bool E = E_;
+  static constexpr bool E = E_, P = P_;
   static constexpr int GL = L * HG;  // lanes of a group
   static constexpr int HB = H / HG;  // head blocks: the groups of one node
   static constexpr int C = (D + L * V - 1) / (L * V);

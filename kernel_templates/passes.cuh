@@ -90,9 +90,14 @@ __device__ __forceinline__ void load_edge_ids(const Params& p, int e0, int n, in
 
 // The dropout mask's key of a thread's head, derived once per kernel, not per row (the seed may
 // live in device memory, so that a captured graph replays with new seeds); 0 without dropout.
+template <typename G>
 __device__ __forceinline__ unsigned load_dropout_key(const Params& p, int head) {
-  if (p.dropout_threshold == 0u) return 0u;
-  return dropout_key(p.dropout_seed_ptr != nullptr ? *p.dropout_seed_ptr : p.dropout_seed, head);
+  if constexpr (!G::P) {
+    return 0u;
+  } else {
+    if (p.dropout_threshold == 0u) return 0u;
+    return dropout_key(p.dropout_seed_ptr != nullptr ? *p.dropout_seed_ptr : p.dropout_seed, head);
+  }
 }
 
 // Dropout factors of a batch: the n <= U edges at positions e0.. of the traversed structure (all 1
@@ -102,7 +107,7 @@ __device__ __forceinline__ unsigned load_dropout_key(const Params& p, int head) 
 template <typename G, int U>
 __device__ __forceinline__ void dropout_batch(const Params& p, unsigned key, int e0, int n, int gl, unsigned mask,
                                               float (&factor)[U]) {
-  if (p.dropout_threshold == 0u) {
+  if (!G::P || p.dropout_threshold == 0u) {  // G::P false: no mask code compiled at all
 #pragma unroll
     for (int u = 0; u < U; ++u) factor[u] = 1.f;
     return;

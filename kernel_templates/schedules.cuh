@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::GL, (min_blocks<Pass, GROUP
   typename Pass::State st;
   Pass::init(st);
   if (active) {
-    Pass::load_ctx(p, node, head, load_dropout_key(p, head), gl, mask, ctx);
+    Pass::load_ctx(p, node, head, load_dropout_key<G>(p, head), gl, mask, ctx);
     for (int e = begin + member * U; e < end; e += TEAM * U) Pass::consume(p, ctx, e, min(U, end - e), gl, mask, st);
   }
   if constexpr (TEAM > 1) {
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::GL) merge_kernel(const Para
   const int4 h = p.hubs[hub];
   const unsigned mask = group_mask<G::GL>();
   typename Pass::Ctx ctx;
-  Pass::load_ctx(p, h.x, head, load_dropout_key(p, head), gl, mask, ctx);
+  Pass::load_ctx(p, h.x, head, load_dropout_key<G>(p, head), gl, mask, ctx);
   typename Pass::State st;
   Pass::init(st);
   for (int k = 0; k < h.z; ++k) {
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(GROUPS * Pass::G_::GL, (min_blocks<Pass, GROUP
   const unsigned mask = group_mask<G::GL>();
   const int4 rows = p.segments[blockIdx.x / (G::HB / HB)];
   const int head = at.head(blockIdx.x % (G::HB / HB) * HB + block_slot);
-  const unsigned key = load_dropout_key(p, head);  // once: a group serves many rows of one head
+  const unsigned key = load_dropout_key<G>(p, head);  // once: a group serves many rows of one head
   const int r0 = rows.x, r1 = rows.y;
   const int eb = p.ptr[r0], ee = p.ptr[r1];
   const bool last = mine == SHARES - 1;

@@ -327,9 +327,9 @@ std::vector<Variant> parse_variants(const std::string& list) {
 }
 
 struct Options {
-  std::string zoo = "bench/zoo.txt", graph = "data/cora", json_path, variants = "no-lineinfo,minimal";
+  std::string zoo = "bench/zoo.txt", graph = "data/cora", json_path, variants = "no-lineinfo,minimal", only;
   std::vector<std::string> custom;
-  bool self_loops = true, list = false, phases = false, overheads = false;
+  bool self_loops = true, list = false, phases = false, overheads = false, resources = false;
   int arch = 90, reps = 3, per_kind = 4, parallel = 0, seed = 1;
 };
 
@@ -356,6 +356,8 @@ int main(int argc, char** argv) {
        "also compile the sample on this many threads at once, against one after another")  //
       ("seed", po::value(&o.seed)->default_value(o.seed), "shuffles the variant order per (rep, module)")  //
       ("list", "print the modules and exit")                                                          //
+      ("only", po::value(&o.only), "keep the modules whose label contains this text, e.g. 'transformer 4x64'")  //
+      ("resources", "print each module's registers and spills (ptxas -v) per variant, and exit")  //
       ("list-variants", "print the known variants and exit")                                          //
       ("json", po::value(&o.json_path), "write every sample and the medians here");
   po::variables_map vm;
@@ -378,6 +380,7 @@ int main(int argc, char** argv) {
   o.list = vm.count("list") > 0;
   o.phases = vm.count("phases") > 0;
   o.overheads = vm.count("overheads") > 0;
+  o.resources = vm.count("resources") > 0;
   try {
     // Default dispatch as a user gets it: the shipped database (unless the caller chose) and no user cache.
     if (std::getenv("DFGNN_SHIPPED_DB") == nullptr && fs::exists("data/tuning/sm90.db"))
@@ -385,7 +388,11 @@ int main(int argc, char** argv) {
     const fs::path scratch = fs::temp_directory_path() / fmt::format("dfgnn-nvrtc-levers-{}", getpid());
     fs::create_directories(scratch);
     const std::vector<Module> all = zoo_modules(o.zoo, o.graph, o.self_loops, scratch / "user.db");
-    const std::vector<Module> modules = sample(all, o.per_kind);
+    std::vector<Module> modules = sample(all, o.per_kind);
+    if (!o.only.empty()) {
+      std::erase_if(modules, [&](const Module& m) { return m.label.find(o.only) == std::string::npos; });
+      if (modules.empty()) throw Failure(fmt::format("no module's label contains '{}' (--list shows them)", o.only));
+    }
     if (o.list) {
       for (const Module& m : modules) {
         std::printf("%s (%zu kernels)\n", m.label.c_str(), m.names.size());
@@ -404,6 +411,26 @@ int main(int argc, char** argv) {
       while (std::getline(s, item, ','))
         if (item.size() > 1) (item[0] == '-' ? v.drop : v.add).push_back(item.substr(1));
       variants.push_back(v);
+    }
+    if (o.resources) {  // register pressure per kernel: what occupancy a code change costs, no GPU needed
+      for (const Module& m : modules) {
+        std::printf("%s\n", m.label.c_str());
+        for (const Variant& v : variants) {
+          const Result r = compile_once(m, v, o.arch, {"--ptxas-options=-v"});
+          if (!r.ok) {
+            std::printf("  %-14s failed: %s\n", v.name.c_str(), r.log.substr(0, 300).c_str());
+            continue;
+          }
+          std::istringstream log(r.log);
+          for (std::string line; std::getline(log, line);) {
+            if (const auto at = line.find("entry function '"); at != std::string::npos)
+              std::printf("  %-14s %s\n", v.name.c_str(), line.substr(at + 16, 110).c_str());
+            if (line.find("registers") != std::string::npos || line.find("spill") != std::string::npos)
+              std::printf("  %-14s %s\n", v.name.c_str(), line.c_str());
+          }
+        }
+      }
+      return 0;
     }
     const int version = dfgnn::nvrtc_version();
     std::string base;

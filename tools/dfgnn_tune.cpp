@@ -81,6 +81,7 @@ struct Options {
   int heads = 1, dim = 128;
   bool self_loops = false;
   bool edge_features = false;  // ops with edge features (PyG's edge_dim): their own kernels and database key
+  float dropout = 0;           // attention dropout: its own kernels, the same database key (so not tuned here)
   uint64_t seed = 1;
   double budget = 20;
   std::optional<std::string> db;    // nullopt: dfgnnSetDatabase(NULL) rules
@@ -119,6 +120,8 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("heads", po::value(&o.heads)->default_value(1), "heads H")
     ("dim", po::value(&o.dim)->default_value(128), "channels per head D")
     ("edge-features", "tune the ops with edge features (PyG's edge_dim; GAT, GATv2 and Transformer)")
+    ("dropout", po::value(&o.dropout), "attention dropout rate in [0, 1) of the ops, with --compile-defaults or --explain "
+                "(dropout compiles its own kernels; tuning results are shared with the op without it)")
     ("direction", po::value(&direction)->default_value("forward"), "forward, backward or both (both: two problems)")
     ("budget", po::value(&o.budget)->default_value(20.0), "tuning time per problem in seconds (a backward problem splits it over its two passes)")
     ("db", po::value(&db), "user (writable) tuning database; default $DFGNN_CACHE_DIR/tuning.db, else $XDG_CACHE_HOME/dfgnn/tuning.db, else ~/.cache/dfgnn/tuning.db")
@@ -143,12 +146,16 @@ std::optional<Options> parse_args(int argc, char** argv) {
   o.self_loops = vm.count("self-loops") > 0;
   o.edge_features = vm.count("edge-features") > 0;
   o.explain = vm.count("explain") > 0;
+  if (!(o.dropout >= 0 && o.dropout < 1)) throw BadArgs{fmt::format("--dropout {} is not a rate in [0, 1)", o.dropout)};
   if (vm.count("compile-defaults")) {
     const int arch = vm["compile-defaults"].as<int>();
     if (arch < 10 || arch > 200) throw BadArgs{fmt::format("--compile-defaults {} is not a compute capability such as 90", arch)};
     if (o.explain) throw BadArgs{"--explain and --compile-defaults exclude each other"};
     o.compile_defaults_arch = arch;
   }
+  if (o.dropout > 0 && !o.explain && !o.compile_defaults_arch)
+    throw BadArgs{"--dropout goes with --compile-defaults or --explain: tuning results are stored for the op without "
+                  "dropout, so tune without it"};
   if (graph_args.empty())
     throw BadArgs{"no graph given: name GRAPH files or directories, or use --rmat SCALE or --hubs N,AVG,HUBS,HUBDEG (see --help)"};
   graph_args.rmat_edges_given = vm.count("rmat-edges") > 0;
@@ -277,9 +284,9 @@ struct Problem {
 };
 
 std::string problem_label(const Problem& p, const Graphs& graphs) {
-  return fmt::format("{} {}{} {} H={} D={} {}", graphs.list[p.graph].name, model_name(p.op.model),
+  return fmt::format("{} {}{} {} H={} D={}{} {}", graphs.list[p.graph].name, model_name(p.op.model),
                      p.op.edge_features ? "+edge" : "", dtype_name(p.op.dtype), p.op.heads, p.op.dim,
-                     direction_name(p.direction));
+                     p.op.dropout > 0 ? fmt::format(" dropout={}", p.op.dropout) : "", direction_name(p.direction));
 }
 
 // Every (graph, model, dtype, direction); an op this build cannot serve is an argument error.
@@ -293,6 +300,7 @@ std::vector<Problem> plan(dfgnn_context_t ctx, const Options& o, const Graphs& g
           p.graph = gi;
           p.op = dfgnnOpDefault(m, d, o.heads, o.dim);
           p.op.edge_features = o.edge_features ? 1 : 0;
+          p.op.dropout = o.dropout;
           p.direction = dir;
           size_t length = 0;
           const dfgnn_graph_t g = graphs.list[gi].graph;

@@ -32,16 +32,20 @@ const char* pass_template(PassKind pass) {
 
 }  // namespace
 
-std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t vec, bool edge_features) {
-  // Geo's L is the lanes of one head; a group of `lanes` spans `heads` of them (its last argument,
-  // left to its default of 1 so that one-head names read as they always did).
-  const std::string spanned = heads == 1 ? "" : fmt::format(",{}", heads);
+std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t vec, bool edge_features,
+                     bool dropout) {
+  // Geo's L is the lanes of one head; a group of `lanes` spans `heads` of them, and the last
+  // argument compiles dropout in. Both are left to their defaults (1, false) where they can be, so
+  // that one-head names without dropout read as they always did.
+  const std::string tail = dropout ? fmt::format(",{},true", heads) : heads == 1 ? "" : fmt::format(",{}", heads);
   return fmt::format("dfgnn::Geo<{},{},{},{},{},{}{}>", element_type(op.dtype), op.dim, op.heads, lanes / heads, vec,
-                     edge_features ? "true" : "false", spanned);
+                     edge_features ? "true" : "false", tail);
 }
 
 std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec) {
-  return fmt::format("{}<{},{}>", pass_template(pass), geo_type(op, lanes, heads, vec, op.edge_features != 0),
+  // Dropout compiled in exactly where a launch's threshold is nonzero (set_dropout): never a mask skipped.
+  return fmt::format("{}<{},{}>", pass_template(pass),
+                     geo_type(op, lanes, heads, vec, op.edge_features != 0, dropout_threshold(op) != 0),
                      variant_type(op.model));
 }
 
@@ -62,7 +66,7 @@ std::string balanced_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, 
 std::string prep_kernel(const dfgnn_op_t& op) {
   const int32_t lanes = lanes_for_dim(op.dim, 1);
   // The prep kernel reads no edge features.
-  return fmt::format("&dfgnn::prep_kernel<{},{},{}>", geo_type(op, lanes, 1, 1, false), variant_type(op.model),
+  return fmt::format("&dfgnn::prep_kernel<{},{},{}>", geo_type(op, lanes, 1, 1, false, false), variant_type(op.model),
                      256 / lanes);
 }
 

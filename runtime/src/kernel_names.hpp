@@ -13,8 +13,10 @@ namespace dfgnn {
 // The template arguments: element type, model functor and pass (kernel_templates/passes.cuh).
 const char* element_type(dfgnn_dtype_t dtype);  // Error(NOT_SUPPORTED) for dtypes without kernels
 const char* variant_type(dfgnn_model_t model);
-// Lane groups of `lanes` lanes spanning `heads` heads (lanes / heads lanes per head).
-std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t vec, bool edge_features);
+// Lane groups of `lanes` lanes spanning `heads` heads (lanes / heads lanes per head), with edge
+// features and attention dropout compiled in or not.
+std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t vec, bool edge_features,
+                     bool dropout);
 std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec);
 
 // Lane groups as above, `groups` per block, `team` groups per row (schedules.cuh).

@@ -195,6 +195,23 @@ TEST(Cli, TuneEdgeFeaturesOnAgnnExit2) {
                                  "edge features")) << r.output;
 }
 
+// Dropout compiles its own kernels but shares the op's tuning results: --dropout names its rate in
+// --explain and --compile-defaults, and is a one-line argument error anywhere else or out of range.
+TEST(Cli, TuneDropoutIsForExplainAndCompileDefaults) {
+  const Result ok = tune("--hubs 2000,4,1,300 --model gat --heads 8 --dim 8 --dropout 0.6 --explain");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(contains(ok.output, "gat float32 H=8 D=8 dropout=0.6 forward")) << ok.output;
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--hubs 2000,4,1,300 --dropout 0.5", "dfgnn-tune: --dropout goes with --compile-defaults or --explain"},
+           {"--hubs 2000,4,1,300 --dropout 1 --explain", "dfgnn-tune: --dropout 1 is not a rate in [0, 1)"},
+           {"--hubs 2000,4,1,300 --dropout -0.1 --explain", "dfgnn-tune: --dropout -0.1 is not a rate in [0, 1)"}}) {
+    const Result r = tune(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, message)) << r.output;
+    EXPECT_EQ(count_of(r.output, "\n"), 1) << r.output;
+  }
+}
+
 TEST(Cli, TuneMissingGraphExit1) {
   TempDir dir;
   const std::string missing = dir / "no-such-graph.txt";

@@ -6,6 +6,7 @@
 
 #include "error.hpp"
 #include "nvrtc.hpp"
+#include "op.hpp"
 #include "ops.hpp"
 #include "schedule.hpp"
 
@@ -156,6 +157,30 @@ TEST(Nvrtc, EdgeBalancedKernelNames) {
   EXPECT_EQ(dfgnn::pass_kernel_names(op, dfgnn::PassKind::BackwardCol, s),
             (std::vector<std::string>{"&dfgnn::rows_kernel<" + pass + ",16,1>", "&dfgnn::merge_kernel<" + pass + ",16>",
                                       "&dfgnn::balanced_kernel<" + pass + ",32>"}));
+}
+
+// Dropout is compiled in only where a launch runs it (Geo's last argument): the op without dropout
+// keeps its names, one with a nonzero threshold names its own kernels, and a dropout rate too small
+// for the 32-bit threshold (no edge is ever dropped, set_dropout's threshold 0) keeps the plain ones.
+TEST(Nvrtc, DropoutKernelsAreTheirOwnSpecialisation) {
+  dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8);
+  const dfgnn::Schedule s = dfgnn::parse_schedule("edge_balanced:lanes=16,heads=8,groups=16,vec=4,chunk=256");
+  const auto balanced = [&](const dfgnn_op_t& o) { return dfgnn::pass_kernel_names(o, dfgnn::PassKind::Forward, s).back(); };
+  EXPECT_EQ(balanced(op), "&dfgnn::balanced_kernel<dfgnn::Forward<dfgnn::Geo<float,8,8,2,4,false,8>,dfgnn::Gat>,16>");
+  op.dropout = 0.6f;
+  EXPECT_EQ(balanced(op), "&dfgnn::balanced_kernel<dfgnn::Forward<dfgnn::Geo<float,8,8,2,4,false,8,true>,dfgnn::Gat>,16>");
+  op.dropout = 1e-11f;  // rounds to threshold 0
+  EXPECT_EQ(dfgnn::dropout_threshold(op), 0u);
+  EXPECT_EQ(balanced(op), "&dfgnn::balanced_kernel<dfgnn::Forward<dfgnn::Geo<float,8,8,2,4,false,8>,dfgnn::Gat>,16>");
+  dfgnn_op_t one_head = dfgnnOpDefault(DFGNN_MODEL_GATV2, DFGNN_DTYPE_BFLOAT16, 1, 64);
+  one_head.dropout = 0.1f;
+  const std::vector<std::string> names = dfgnn::pass_kernel_names(
+      one_head, dfgnn::PassKind::BackwardRow, dfgnn::parse_schedule("subwarp:lanes=8,groups=32,vec=8"));
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_EQ(names[0], "&dfgnn::rows_kernel<dfgnn::BackwardRow<dfgnn::Geo<dfgnn::bf16,64,1,8,8,false,1,true>,"
+                      "dfgnn::Gatv2>,32,1>");
+  const dfgnn::Cubin cubin = dfgnn::compile(names, 90);
+  EXPECT_EQ(cubin.lowered.size(), 1u);
 }
 
 TEST(Nvrtc, CubinAndLoweredNames) {

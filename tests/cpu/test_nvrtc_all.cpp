@@ -107,6 +107,19 @@ Names reachable_names(dfgnn_model_t model, dfgnn_dtype_t dtype, bool edge_featur
       }
     }
     add(dfgnn::backward_helper_names(op), true);
+    // Attention dropout compiles its own kernels (Geo's P): the rules' choices with it, for the
+    // shapes of PyG's GAT example and a wide one.
+    if ((shape.dim == 8 && shape.heads == 8) || (shape.dim == 7 && shape.heads == 3) || shape.dim == 64) {
+      dfgnn_op_t dropped = op;
+      dropped.dropout = 0.5f;
+      const int32_t aligned = static_cast<int32_t>(16 / dfgnn::dtype_size(dtype));
+      for (PassKind pass : {PassKind::Forward, PassKind::BackwardRow, PassKind::BackwardCol}) {
+        const dfgnn::PassProblem problem = dfgnn::pass_problem(graph, dropped, pass, aligned);
+        add(dfgnn::pass_kernel_names(dropped, pass, dfgnn::hand_rule_schedule(problem)), true);
+        add(dfgnn::pass_kernel_names(dropped, pass, dfgnn::default_schedule(problem)), true);
+        out.schedules += 2;
+      }
+    }
   }
   return out;
 }
