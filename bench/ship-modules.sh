@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 tune=$build/tools/dfgnn-tune
 [ -x "$tune" ] || { echo "ship-modules: $tune not built" >&2; exit 1; }
 configs=${CONFIGS:-$(python3 "$here/zoo.py")}
-dropout_configs=${DROPOUT_CONFIGS-$(for c in $(python3 "$here/zoo.py"); do [ "${c%%:*}" = gat ] && echo "$c"; done)}
+dropout_configs=${DROPOUT_CONFIGS-$(python3 "$here/zoo.py" | grep '^gat:' || true)}
 graphs=(--graph "$here/../data/cora")
 if [ -d "$data" ]; then
   for d in "$data"/*/; do
