@@ -344,7 +344,8 @@ size_t RecipeKeyHash::operator()(const RecipeKey& k) const noexcept {
   size_t h = std::hash<std::string>{}(k.forced);
   auto mix = [&h](uint64_t v) { h ^= std::hash<uint64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   for (uint64_t v : {k.context, k.generation}) mix(v);
-  for (int32_t v : {k.model, k.dtype, k.heads, k.dim, k.edge_features, k.direction, k.max_vec, k.device}) mix(static_cast<uint64_t>(v));
+  for (int32_t v : {k.model, k.dtype, k.heads, k.dim, k.edge_features, k.direction, k.max_vec, k.device, k.dropout})
+    mix(static_cast<uint64_t>(v));
   return h;
 }
 

@@ -24,6 +24,7 @@ struct RecipeKey {
   uint64_t context = 0;     // Context::serial
   uint64_t generation = 0;  // the dispatcher's: a database change or tuning retires old recipes
   int32_t model = 0, dtype = 0, heads = 0, dim = 0, edge_features = 0, direction = 0, max_vec = 0, device = 0;
+  int32_t dropout = 0;      // 1 where the op's dropout is compiled in (its kernels differ; the rate is a Param)
   std::string forced;       // the forced schedule text ("" = dispatch)
   bool operator==(const RecipeKey&) const = default;
 };

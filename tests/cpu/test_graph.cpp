@@ -288,6 +288,24 @@ TEST(Api, StatusStringsAndThreadLocalMessages) {
   EXPECT_STREQ(dfgnnGetVersion(), "0.3.0");
 }
 
+// Ops with and without dropout run different kernels (Geo's P), so their recipes (loaded kernels) are
+// kept apart: a recipe built for one must never serve the other.
+TEST(Graph, RecipesWithAndWithoutDropoutAreKeptApart) {
+  const int32_t edges[] = {0, 1, 1, 0};
+  auto graph = dfgnn::Graph::from_coo(2, 2, edges, DFGNN_INDEX_INT32, dfgnnGraphDefaultOptions());
+  auto ctx = std::make_unique<dfgnn::Context>();
+  dfgnn::RecipeKey plain;
+  plain.context = ctx->serial;
+  plain.heads = 8;
+  plain.dim = 8;
+  dfgnn::RecipeKey dropped = plain;
+  dropped.dropout = 1;
+  graph->store_recipe(plain, std::make_shared<dfgnn::Recipe>());
+  EXPECT_EQ(graph->recipe(dropped), nullptr);
+  graph->store_recipe(dropped, std::make_shared<dfgnn::Recipe>());
+  EXPECT_NE(graph->recipe(dropped), graph->recipe(plain));
+}
+
 TEST(Graph, RecipesOfDestroyedContextsAreDropped) {
   const int32_t edges[] = {0, 1, 1, 0};
   auto graph = dfgnn::Graph::from_coo(2, 2, edges, DFGNN_INDEX_INT32, dfgnnGraphDefaultOptions());
