@@ -43,9 +43,8 @@ std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t
 }
 
 std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec) {
-  // Dropout compiled in exactly where a launch's threshold is nonzero (set_dropout): never a mask skipped.
   return fmt::format("{}<{},{}>", pass_template(pass),
-                     geo_type(op, lanes, heads, vec, op.edge_features != 0, dropout_threshold(op) != 0),
+                     geo_type(op, lanes, heads, vec, op.edge_features != 0, dropout_compiled_in(op)),
                      variant_type(op.model));
 }
 

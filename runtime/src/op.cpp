@@ -129,6 +129,8 @@ uint32_t dropout_threshold(const dfgnn_op_t& op) {
   return static_cast<uint32_t>(std::min(std::llround(static_cast<double>(op.dropout) * 4294967296.0), 4294967295LL));
 }
 
+bool dropout_compiled_in(const dfgnn_op_t& op) { return dropout_threshold(op) != 0; }
+
 float dropout_scale(const dfgnn_op_t& op) { return 1.0f / (1.0f - op.dropout); }
 
 void validate_slots(const dfgnn_op_t& op, const void* const slots[kNumSlots], const char* what, int64_t num_nodes,

@@ -80,6 +80,9 @@ double effective_scale(const dfgnn_op_t& op);
 // Dropout mask parameters of the kernels and the reference (params.cuh, dropout_factor): the
 // drop threshold p * 2^32 (0: no dropout) and the keep scale 1 / (1 - p).
 uint32_t dropout_threshold(const dfgnn_op_t& op);
+// Whether the op's kernels carry the dropout mask (Geo's P): exactly where a launch's threshold is
+// nonzero, so kernels without it never run a launch that drops edges. Kernel names and recipes key on it.
+bool dropout_compiled_in(const dfgnn_op_t& op);
 float dropout_scale(const dfgnn_op_t& op);
 
 }  // namespace dfgnn

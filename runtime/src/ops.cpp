@@ -277,7 +277,7 @@ std::shared_ptr<const Recipe> recipe_for(Context& ctx, const Graph& g, const dfg
   key.heads = op.heads;
   key.dim = op.dim;
   key.edge_features = op.edge_features;
-  key.dropout = dropout_threshold(op) != 0 ? 1 : 0;  // as pass_type compiles it in
+  key.dropout = dropout_compiled_in(op) ? 1 : 0;
   key.direction = direction;
   key.max_vec = max_vec;
   cuda_check(cudaGetDevice(&key.device), "cudaGetDevice");

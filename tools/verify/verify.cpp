@@ -431,9 +431,7 @@ Outcome Verifier::run(const Case& c) {
             bool bad = false;
             const auto got = decode(bytes_now, in_op_dtype(c.op, s) ? t : DFGNN_DTYPE_FLOAT32);
             if (s == kBeta) {
-              const double slack = t == DFGNN_DTYPE_FLOAT32
-                                       ? 0
-                                       : delta_slack(decode(out.download(), t), ref->out, ref->grad_out, c.op.dim);
+              const double slack = delta_slack(decode(out.download(), t), ref->out, ref->grad_out, c.op.dim);
               record(kSlotNames[s], rel_error(got, ref->grads[s], bad), bad, std::abs(ref->grads[s][0]), slack);
             } else {
               record(kSlotNames[s], rel_error(got, ref->grads[s], bad), bad);
