@@ -100,33 +100,40 @@ __device__ __forceinline__ unsigned load_dropout_key(const Params& p, int head) 
   }
 }
 
-// Dropout factors of a batch: the n <= U edges at positions e0.. of the traversed structure (all 1
-// without dropout). The L lanes of a head's segment would each hash every edge of the batch; instead
-// lane gl hashes edges gl, gl + L, ... and one ballot per round hands the keep bits to the segment,
-// so a lane hashes ceil(U / L) edges a batch, not U (the hash dominated dropout's cost).
-template <typename G, int U>
-__device__ __forceinline__ void dropout_batch(const Params& p, unsigned key, int e0, int n, int gl, unsigned mask,
-                                              float (&factor)[U]) {
-  if (!G::P || p.dropout_threshold == 0u) {  // G::P false: no mask code compiled at all
-#pragma unroll
-    for (int u = 0; u < U; ++u) factor[u] = 1.f;
-    return;
-  }
+// Dropout keep bits of a batch: bit u is set when edge e0 + u (u < n) of the traversed structure
+// keeps its weight (every bit without dropout). One word, not U factors: the factors stayed live
+// through the batch and cost the backward row pass 17 registers. The L lanes of a head's segment
+// would each hash every edge of the batch; instead lane gl hashes edges gl, gl + L, ... and one
+// ballot per round hands the keep bits to the segment, so a lane hashes ceil(U / L) edges a batch.
+template <typename G, int U, bool kColumns>
+__device__ __forceinline__ unsigned dropout_batch(const Params& p, unsigned key, int e0, int n, int gl, unsigned mask) {
+  static_assert(U <= 32, "one bit per edge of the batch");
+  if (!G::P || p.dropout_threshold == 0u) return ~0u;  // G::P false: no mask code compiled at all
   const auto keeps = [&](int u) {
     const int pos = e0 + u;
-    return dropout_keeps(key, p.dropout_threshold, p.eid != nullptr ? p.eid[pos] : pos);
+    return dropout_keeps(key, p.dropout_threshold, kColumns ? p.eid[pos] : pos);
   };
+  unsigned bits = 0u;
   if constexpr (G::L == 1) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) factor[u] = u < n && keeps(u) ? p.dropout_scale : 0.f;
+    for (int u = 0; u < U; ++u) bits |= (u < n && keeps(u)) ? 1u << u : 0u;
   } else {
+    constexpr unsigned segment = G::L >= 32 ? ~0u : (1u << G::L) - 1u;
     const int first = (threadIdx.x & 31) - gl;  // the segment's first lane in the warp
 #pragma unroll
-    for (int u0 = 0; u0 < U; u0 += G::L) {
-      const unsigned bits = __ballot_sync(mask, u0 + gl < n && keeps(u0 + gl)) >> first;
-#pragma unroll
-      for (int v = 0; v < G::L && u0 + v < U; ++v) factor[u0 + v] = (bits >> v) & 1u ? p.dropout_scale : 0.f;
-    }
+    for (int u0 = 0; u0 < U; u0 += G::L)
+      bits |= ((__ballot_sync(mask, u0 + gl < n && keeps(u0 + gl)) >> first) & segment) << u0;
+  }
+  return bits;
+}
+
+// The factor of edge u of a batch: 1 / (1 - p) when kept, 0 when dropped, 1 without dropout.
+template <typename G>
+__device__ __forceinline__ float dropout_factor_of(const Params& p, unsigned bits, int u) {
+  if constexpr (!G::P) {
+    return 1.f;
+  } else {
+    return (bits >> u) & 1u ? p.dropout_scale : 0.f;
   }
 }
 
@@ -171,8 +178,7 @@ struct Forward {
       if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
       if constexpr (G::E) M::edge_key(p, edge[u], c.head, gl, key[u], val[M::kSeparateValue ? u : 0]);
     }
-    float drop[U];
-    dropout_batch<G, U>(p, c.key, e0, n, gl, mask, drop);
+    const unsigned kept = dropout_batch<G, U, false>(p, c.key, e0, n, gl, mask);
     float part[U][M::S];
 #pragma unroll
     for (int u = 0; u < U; ++u) M::partials(p, c.row, key[u], part[u]);
@@ -197,7 +203,7 @@ struct Forward {
     for (int u = 0; u < U; ++u) {
       const float w = exp_fast(score[u] - m_new);
       st.s[1] += w;  // the softmax normalises over every edge; dropout scales what is aggregated
-      const float wv = u < n ? w * drop[u] : 0.f;
+      const float wv = u < n ? w * dropout_factor_of<G>(p, kept, u) : 0.f;
       const float(&value)[G::R] = M::kSeparateValue ? val[M::kSeparateValue ? u : 0] : key[u];
 #pragma unroll
       for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(wv, value[r], st.v[0][r]);
@@ -270,8 +276,7 @@ struct BackwardRow {
       if constexpr (M::kSeparateValue) load_frag<G>(row_of<G>(p.x2, j[u], c.head), gl, val[u]);
       if constexpr (G::E) M::edge_key(p, edge[u], c.head, gl, key[u], val[M::kSeparateValue ? u : 0]);
     }
-    float drop[U];
-    dropout_batch<G, U>(p, c.key, e0, n, gl, mask, drop);
+    const unsigned kept = dropout_batch<G, U, false>(p, c.key, e0, n, gl, mask);
     float part[U][M::S + 1];  // score partials, then dp
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -293,7 +298,7 @@ struct BackwardRow {
       for (int s = 0; s < M::S; ++s) sums[s] = part[u][s];
       if constexpr (G::E) M::edge_sums(p, edge[u], c.head, sums);
       const float prob = exp_fast(M::score(p, c.row, sums) - c.lse);
-      const float keep = drop[u];
+      const float keep = dropout_factor_of<G>(p, kept, u);
       const float ds = prob * (part[u][M::S] * keep - c.delta);
       Hooks::accumulate(p, c.row, key[u], sums, ds, st);
       if constexpr (G::E) Hooks::edge_grad(p, c.row, key[u], sums, c.dout, prob * keep, ds, edge[u], c.head, gl);
@@ -354,8 +359,7 @@ struct BackwardCol {
       delta[u] = node_scalar<G>(p.delta, i[u], c.head);
     }
     constexpr int S = Hooks::S;
-    float drop[U];
-    dropout_batch<G, U>(p, c.key, e0, n, gl, mask, drop);
+    const unsigned kept = dropout_batch<G, U, true>(p, c.key, e0, n, gl, mask);
     float part[U][S + 1];  // score partials, then dp = dout_i . value_j
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -376,7 +380,7 @@ struct BackwardCol {
       if (u >= n) break;
       float aux = 0.f;  // variant's score intermediate (z for GAT, cos for AGNN)
       const float prob = exp_fast(Hooks::score(p, c.col, nbr[u], part[u], aux) - lse[u]);
-      const float keep = drop[u];
+      const float keep = dropout_factor_of<G>(p, kept, u);
       const float ds = prob * (part[u][S] * keep - delta[u]);
 #pragma unroll
       for (int r = 0; r < G::R; ++r) st.v[0][r] = fmaf(prob * keep, dout[u][r], st.v[0][r]);

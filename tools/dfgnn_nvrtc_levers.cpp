@@ -93,7 +93,7 @@ struct Module {
 };
 
 std::vector<Module> zoo_modules(const std::string& zoo_path, const std::string& graph_path, bool self_loops,
-                                const fs::path& user_db) {
+                                float dropout, const fs::path& user_db) {
   std::ifstream zoo(zoo_path);
   if (!zoo) throw Failure("cannot read " + zoo_path);
   dfgnn_context_t ctx = nullptr;
@@ -122,7 +122,8 @@ std::vector<Module> zoo_modules(const std::string& zoo_path, const std::string& 
     const std::map<std::string, dfgnn_dtype_t> dtypes{
         {"float32", DFGNN_DTYPE_FLOAT32}, {"float16", DFGNN_DTYPE_FLOAT16}, {"bfloat16", DFGNN_DTYPE_BFLOAT16}};
     if (!models.count(model_name) || !dtypes.count(dtype_name)) throw Failure("bad zoo line: " + line);
-    const dfgnn_op_t op = dfgnnOpDefault(models.at(model_name), dtypes.at(dtype_name), heads, dim);
+    dfgnn_op_t op = dfgnnOpDefault(models.at(model_name), dtypes.at(dtype_name), heads, dim);
+    op.dropout = dropout;  // dropout compiles kernels of its own (the mask code)
     const std::string label = fmt::format("{} {}x{} {}", model_name, heads, dim, dtype_name);
     const int32_t max_vec = dfgnn::any_alignment(op);
     const dfgnn::SchedulePair fwd = dfgnn::choose_schedules(c, g, op, DFGNN_FORWARD, nullptr, max_vec);
@@ -331,6 +332,7 @@ struct Options {
   std::vector<std::string> custom;
   bool self_loops = true, list = false, phases = false, overheads = false, resources = false;
   int arch = 90, reps = 3, per_kind = 4, parallel = 0, seed = 1;
+  float dropout = 0;
 };
 
 }  // namespace
@@ -343,6 +345,7 @@ int main(int argc, char** argv) {
       ("graph", po::value(&o.graph)->default_value(o.graph), "the graph whose default schedules are compiled")  //
       ("no-self-loops", "read the graph as is (default: add self loops, as GATConv does)")                    //
       ("arch", po::value(&o.arch)->default_value(o.arch), "sm_XX to compile for")                            //
+      ("dropout", po::value(&o.dropout)->default_value(0), "attention dropout rate of the zoo's ops, in [0, 1)")  //
       ("reps", po::value(&o.reps)->default_value(o.reps), "compiles per (module, variant)")                   //
       ("per-kind", po::value(&o.per_kind)->default_value(o.per_kind),
        "modules of each kind (forward, backward-row, backward-col, helpers) in the sample; 0: every module")  //
@@ -381,13 +384,17 @@ int main(int argc, char** argv) {
   o.phases = vm.count("phases") > 0;
   o.overheads = vm.count("overheads") > 0;
   o.resources = vm.count("resources") > 0;
+  if (!(o.dropout >= 0 && o.dropout < 1)) {
+    std::fprintf(stderr, "dfgnn-nvrtc-levers: --dropout %g is not a rate in [0, 1)\n", o.dropout);
+    return 2;
+  }
   try {
     // Default dispatch as a user gets it: the shipped database (unless the caller chose) and no user cache.
     if (std::getenv("DFGNN_SHIPPED_DB") == nullptr && fs::exists("data/tuning/sm90.db"))
       setenv("DFGNN_SHIPPED_DB", "data/tuning/sm90.db", 1);
     const fs::path scratch = fs::temp_directory_path() / fmt::format("dfgnn-nvrtc-levers-{}", getpid());
     fs::create_directories(scratch);
-    const std::vector<Module> all = zoo_modules(o.zoo, o.graph, o.self_loops, scratch / "user.db");
+    const std::vector<Module> all = zoo_modules(o.zoo, o.graph, o.self_loops, o.dropout, scratch / "user.db");
     std::vector<Module> modules = sample(all, o.per_kind);
     if (!o.only.empty()) {
       std::erase_if(modules, [&](const Module& m) { return m.label.find(o.only) == std::string::npos; });
