@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
@@ -190,6 +192,30 @@ std::optional<Schedule> fitted_to_shape(const Solver& solver, const PassProblem&
   return fitted;
 }
 
+// A leaf's texts, those measured at the lane width nearest the problem's first (in powers of two;
+// ties keep the leaf's order). Fitting keeps a text's edges per group, which were measured for its
+// own lane width: leaf 3's 128-channel text (32 lanes, 64 edges per group) fitted to D = 7 ran
+// PubMed's class layer 3x slower than its 64-channel texts' 16 (bench/results/2026-12-06b-h100.md).
+std::vector<std::string> by_lane_distance(const std::vector<std::string>& texts, const PassProblem& problem) {
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const std::string& text : texts) {
+    int distance = INT_MAX;  // a text that does not parse or apply keeps its place at the end
+    try {
+      const Schedule s = parse_schedule(text);
+      const Solver& solver = solver_of(s);
+      if (solver.applicable(problem))
+        distance = std::abs(static_cast<int>(std::bit_width(static_cast<uint32_t>(s.lanes))) -
+                            static_cast<int>(std::bit_width(static_cast<uint32_t>(solver.default_schedule(problem).lanes))));
+    } catch (const Error&) {
+    }
+    ranked.emplace_back(distance, text);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (auto& r : ranked) out.push_back(std::move(r.second));
+  return out;
+}
+
 }  // namespace
 
 std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) const {
@@ -219,10 +245,11 @@ std::optional<DefaultChoice> FittedRule::choose_text(const PassProblem& problem,
     return DefaultChoice{*fitted, fmt::format("{}, lanes fitted to H = {}, D = {}", from, problem.op.heads,
                                               problem.op.dim)};
   };
-  // The leaf's first text the tuner would race here; where none is, its first text fitted to this
-  // op shape. A one-head text where the solver's groups span heads takes the spanning mapping.
+  // The leaf's first text the tuner would race here; where none is, its text measured nearest this
+  // op shape's lane width, fitted to it. A one-head text where the solver's groups span heads takes
+  // the spanning mapping.
   for (const bool fit : {false, true}) {
-    for (const std::string& text : leaf.schedules) {
+    for (const std::string& text : fit ? by_lane_distance(leaf.schedules, problem) : leaf.schedules) {
       try {
         const Schedule s = parse_schedule(text);
         const Solver& solver = solver_of(s);

@@ -240,6 +240,32 @@ TEST(DefaultRule, ManyHeadsFitTheTextOfOneHeadOfTheirWidth) {
   EXPECT_EQ(c32->schedule.chunk / c32->schedule.groups, 512 / 8) << dfgnn::to_string(c32->schedule);
 }
 
+// A text that must be fitted is taken from the leaf's text measured at the nearest lane width: a
+// class layer (D = 7, 8 lanes) takes the 16-lane text's 16 edges per group, not the first text's 64
+// (made for 128 channels, 32 lanes), which ran PubMed's class layer 3x slower. A shape a text fits
+// as it is still takes the leaf's first such text.
+TEST(DefaultRule, FittedTextsComeFromTheNearestLaneWidth) {
+  const std::string wide32 = "edge_balanced:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=512";
+  const std::string f32_64 = "edge_balanced:lanes=16,groups=32,team=1,vec=4,mid=0,threshold=0,chunk=512";
+  const Json j = {{"format", "dfgnn-default-rule"},
+                  {"version", 1},
+                  {"nodes", {{{"leaf", 3}, {"schedules", {wide32, f32_64}}}}}};
+  const FittedRule rule = FittedRule::parse(j.dump());
+  const auto g = planted(3000, 8, 0, 0);
+  for (const int32_t dim : {3, 7}) {
+    const dfgnn_op_t classes = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, dim);
+    const std::optional<DefaultChoice> c = rule.choose(problem(*g, classes, PassKind::Forward, 1));
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->schedule.lanes, dim == 3 ? 4 : 8) << dfgnn::to_string(c->schedule);
+    EXPECT_EQ(c->schedule.lanes * c->schedule.groups, 512) << dfgnn::to_string(c->schedule);  // f32_64's threads
+    EXPECT_EQ(c->schedule.chunk / c->schedule.groups, 16) << dfgnn::to_string(c->schedule);
+    EXPECT_EQ(c->rule, fmt::format("fitted rule leaf 3, lanes fitted to H = 1, D = {}", dim));
+  }
+  const std::optional<DefaultChoice> wide = rule.choose(problem(*g, kOp128, PassKind::Forward, 4));
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(dfgnn::to_string(wide->schedule), wide32);
+}
+
 TEST(DefaultRule, NoUsableScheduleFallsBackToTheHandRule) {
   // A leaf of hub split texts alone on a graph without hubs: its solver does not apply.
   const auto flat = planted(3000, 8, 0, 0);
