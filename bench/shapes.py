@@ -127,7 +127,8 @@ class Case:
         gen = torch.Generator(device=self.device).manual_seed(heads * 1000 + dim)
         self.inputs = make_inputs(model, g.num_nodes, heads, dim, tdtype, self.device, gen, True)
         self.fn = getattr(dt, model)
-        self.op = dfgnn.op(model, "float64" if smoke else dtype, heads, dim, dropout=dropout,
+        # The GPU op's dtype even in the smoke run: dispatch explains GPU ops; the CPU runs float64.
+        self.op = dfgnn.op(model, dtype, heads, dim, dropout=dropout,
                            dropout_seed=5 if dropout else 0)
         self.grad = torch.randn(g.num_nodes, heads, dim, device=self.device, generator=gen).to(tdtype)
         self.kw = dict(dropout=dropout, dropout_seed=5) if dropout else {}

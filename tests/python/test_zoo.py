@@ -83,3 +83,21 @@ def test_cold_start_markdown_shows_torchs_first_backward_and_the_profile():
     assert "| cora | gat | 8 x 8 | float32 | cold | 9.5 | 1800.0 | 12.5 | 10.0 | 0 | auto |" in md
     assert "| cora | gat | 8 x 8 | float32 | warm | 9.5 | 1800.0 | - | 10.0 | 0 | auto |" in md
     assert "cold cache (cProfile" in md and "_run_backward 1.790" in md and "warm cache (cProfile" not in md
+
+
+def test_shapes_smoke_runs_every_section(tmp_path):
+    """bench/shapes.py --smoke (CPU, float64, a tiny graph): every section runs without an error, and each
+    case names the schedule dispatch explains for the GPU op and times it."""
+    pytest.importorskip("torch")
+    pytest.importorskip("torch_geometric")
+    out = tmp_path / "shapes"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "shapes.py"), "--smoke", "--out", str(out),
+                          "--tag", "t"], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    report = json.loads((out / "t-shapes.json").read_text())
+    assert report["errors"] == []
+    sections = {r["section"] for r in report["rows"]}
+    assert {"heads", "dropout", "classes"} <= sections
+    for r in report["rows"]:
+        assert set(r["schedules"]["default"]) == {"forward", "backward_row", "backward_col"}
+        assert all(us > 0 for us in r["us"]["default"].values()), r
