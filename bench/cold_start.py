@@ -80,7 +80,8 @@ grad = torch.randn(n, heads, dim, device=dev, generator=gen).to(tdtype)
 fn = getattr(dt, model)
 torch.cuda.synchronize()
 out["torch_native"] = os.environ.get("DFGNN_TORCH_NATIVE", "auto")
-if os.environ.get("DFGNN_COLD_BREAKDOWN") == "1":
+breakdown = os.environ.get("DFGNN_COLD_BREAKDOWN") == "1"
+if breakdown:
     # torch's own first backward (autograd engine start-up), before dfgnn's: the floor of a first step
     x = torch.randn(n, heads * dim, device=dev, generator=gen, requires_grad=True)
     t = time.perf_counter()
@@ -91,7 +92,6 @@ t = time.perf_counter()
 y = fn(g, *inputs)
 torch.cuda.synchronize()
 out["first_forward_ms"] = (time.perf_counter() - t) * 1e3
-breakdown = os.environ.get("DFGNN_COLD_BREAKDOWN") == "1"
 if breakdown:  # profiled: where the first backward's time goes (Python frames; C++ shows as its caller)
     import cProfile, io, pstats
     profile = cProfile.Profile()

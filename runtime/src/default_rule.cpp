@@ -195,7 +195,7 @@ std::optional<Schedule> fitted_to_shape(const Solver& solver, const PassProblem&
 // A leaf's texts, those measured at the lane width nearest the problem's first (in powers of two;
 // ties keep the leaf's order). Fitting keeps a text's edges per group, which were measured for its
 // own lane width: leaf 3's 128-channel text (32 lanes, 64 edges per group) fitted to D = 7 ran
-// PubMed's class layer 3x slower than its 64-channel texts' 16 (bench/results/2026-12-06b-h100.md).
+// PubMed's class layer 3x slower than a schedule of 16 edges per group (bench/results/2026-12-06b-h100.md).
 std::vector<std::string> by_lane_distance(const std::vector<std::string>& texts, const PassProblem& problem) {
   std::vector<std::pair<int, std::string>> ranked;
   for (const std::string& text : texts) {
