@@ -13,6 +13,8 @@
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
 #   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
+#   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR, one part per device call: CONFIGS
+#           picks the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db first if needed
 #   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
 set -uo pipefail
@@ -32,11 +34,16 @@ export CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$prefix/usr -DSQLite3_INCLUDE_DIR=$prefix
 -DZLIB_LIBRARY=$zlib -DBoost_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/Boost-1.74.0 \
 -DCMAKE_CXX_FLAGS=-isystem$prefix/usr/include"
 
+# The .debs and headers that tools/gpu-check.sh needs and the device lacks (sqlite3, Boost.PO, ...).
+unpack_deps() {
+  mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
+  [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
+}
+
 case $phase in
   build)
     # One unpack before the two builds (each would unpack the same files into the same prefix).
-    mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
-    [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
+    unpack_deps
     BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
     SANITIZERS=${SANITIZERS:-memcheck} timeout "${T_TESTS:-420}" bash tools/gpu-check.sh "$out/gpu" tests /nonexistent "$datasets"
     wait
@@ -49,8 +56,7 @@ case $phase in
     # the Python GPU tests (PYTEST_ARGS); compute-sanitizer memcheck of the tiny corpus with the time left.
     deadline=$((SECONDS + ${CHECK_SECONDS:-540}))
     left() { echo $((deadline - SECONDS)); }
-    mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
-    [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
+    unpack_deps
     install_pid=
     if [ "${PYTHON_TESTS:-1}" = 1 ]; then
       BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
@@ -86,8 +92,7 @@ case $phase in
   verify)
     # A fresh machine: the library, dfgnn-verify and the Python package built at once, then
     # dfgnn-verify --tiny (every solver and lane mapping against the float64 reference, dropout too).
-    mkdir -p $prefix && for f in .devdeps/*.deb; do dpkg -x "$f" $prefix; done
-    [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
+    unpack_deps
     BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1 &&
       cmake --build build-gpu -j "$(nproc)" --target dfgnn-verify dfgnn-tune > "$out/build.log" 2>&1 ||
@@ -124,6 +129,17 @@ case $phase in
       done
     done
     python3 bench/ab_table.py "$out" "$k" 2>&1 | tail -40 || true
+    ;;
+  sweep)
+    if [ ! -x build-gpu/tools/dfgnn-tune ] || [ ! -x build-gpu/tools/dfgnn-db ]; then
+      unpack_deps
+      cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1 &&
+        cmake --build build-gpu -j "$(nproc)" --target dfgnn-tune dfgnn-db > "$out/build.log" 2>&1 ||
+        { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
+      echo "built at $SECONDS s"
+    fi
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
+    bash bench/tune-site.sh build-gpu "$out" "$datasets"
     ;;
   pytest)
     SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \

@@ -10,7 +10,8 @@
 #              default: the configuration zoo, bench/zoo.txt),
 #              BUDGET_FWD / BUDGET_BWD (seconds per forward / backward problem; 1.5 and 3),
 #              WARM_BUDGET (seconds per warm-up problem, 40), RMAT (R-MAT scales tuned beside the datasets,
-#              default "18 20 22"; empty for none).
+#              default "18 20 22"; empty for none), SECONDS_LEFT (a deadline: no config starts after
+#              it, so that a device call's export still runs; a config cut short keeps what it stored).
 # Output: OUTDIR/work.db (everything, with modules), OUTDIR/site.db (the snapshot to ship),
 #         OUTDIR/tune-CONFIG-{forward,backward}.json (dfgnn-tune reports: every timed candidate's
 #         score and both timing regimes), logs.
@@ -39,7 +40,9 @@ done
 # twice its largest graph, and past it the hand rule answers.
 for scale in ${RMAT-18 20 22}; do args+=(--rmat "$scale"); done
 status=0
+deadline=$((SECONDS + ${SECONDS_LEFT:-1000000}))
 for c in $configs; do
+  if [ "$SECONDS" -ge "$deadline" ]; then echo "not started, past the deadline: $c"; status=1; continue; fi
   IFS=: read -r model heads dim dtype <<< "$c"
   op=(--model "$model" --heads "$heads" --dim "$dim" --dtype "$dtype")
   # Warm-up: a planted-hub graph (every solver applies) with a long budget compiles every candidate
@@ -53,6 +56,7 @@ for c in $configs; do
     name=$model-h$heads-d$dim-$dtype-$dir
     "$tools/dfgnn-tune" "${args[@]}" "${op[@]}" --direction $dir --budget "$budget" --db "$db" \
       --json "$out/tune-$name.json" > "$out/tune-$name.log" 2>&1 || { echo "tune $name failed (exit $?)"; status=1; }
+    tail -1 "$out/tune-$name.log"
   done
 done
 step "export the site snapshot"
