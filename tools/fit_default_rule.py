@@ -523,7 +523,11 @@ def make_rule(cases, params, cases_doc_sha):
         "fit": {"params": params, "cases": len(cases), "graphs": len({c["graph"] for c in cases}),
                 "cases_sha256": cases_doc_sha,
                 # the graph sizes the rule saw: dispatch does not extrapolate it far past them
-                "domain": {"max_log2_edges": round(max(FEATURES["log2_edges"](c["fp"], c["op"]) for c in cases), 3)},
+                "domain": {"max_log2_edges": round(max(FEATURES["log2_edges"](c["fp"], c["op"]) for c in cases), 3),
+                           # the op shapes measured: on these the runtime takes a leaf's text as the fit
+                           # scored it (raced there, else the hand rule) and fits no text to the shape
+                           "op_shapes": sorted({(c["op"]["model"], c["op"]["dtype"], c["op"]["heads"], c["op"]["dim"])
+                                                for c in cases})},
                 # cases the tuner's budget cut before every candidate was measured (None: not known)
                 "partly_measured_cases": (None if any(c.get("complete") is None for c in cases)
                                           else sum(1 for c in cases if not c["complete"])),

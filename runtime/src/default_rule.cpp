@@ -153,6 +153,22 @@ FittedRule FittedRule::parse(const std::string& text) {
         fail(DFGNN_STATUS_PARSE_ERROR, "default rule: \"fit\": \"domain\" must hold a finite \"max_log2_edges\", not {}",
              domain->dump());
       rule.max_log2_edges_ = edges->get<double>();
+      if (const auto shapes = domain->find("op_shapes"); shapes != domain->end()) {
+        const auto bad = [&] {
+          fail(DFGNN_STATUS_PARSE_ERROR, "default rule: \"fit\": \"domain\": \"op_shapes\" must be a list of "
+               "[model, dtype, heads, dim] integers, not {}", shapes->dump());
+        };
+        if (!shapes->is_array()) bad();
+        for (const Json& shape : *shapes) {
+          if (!shape.is_array() || shape.size() != 4) bad();
+          std::array<int32_t, 4> key{};
+          for (size_t k = 0; k < 4; ++k) {
+            if (!shape[k].is_number_integer()) bad();
+            key[k] = shape[k].get<int32_t>();
+          }
+          rule.op_shapes_.insert(key);
+        }
+      }
     }
   return rule;
 }
@@ -219,6 +235,11 @@ std::vector<std::string> by_lane_distance(const std::vector<std::string>& texts,
 }  // namespace
 
 std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) const {
+  // An op shape of the fit: the fit scored the leaf's first text the tuner raced there, else the hand
+  // rule, and its leaves hold texts for this shape where one pays. No text is fitted to it.
+  const dfgnn_op_t& op = problem.op;
+  if (op_shapes_.count({static_cast<int32_t>(op.model), static_cast<int32_t>(op.dtype), op.heads, op.dim}) != 0)
+    return choose_text(problem, nullptr, false);
   // Where H > 1 heads need a fitted text, the text the leaf runs for one head of H * D channels (the
   // same bytes per node) is fitted, not the leaf's first, which is made for its widest op shape:
   // fitted to H = 8, D = 8 in bfloat16 that gave 64 edges per group on PubMed, 2.2x the time of the
@@ -228,13 +249,14 @@ std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) cons
     PassProblem wide = problem;
     wide.op.heads = 1;
     wide.op.dim = problem.op.heads * problem.op.dim;
-    one_head = choose_text(wide, nullptr);
+    one_head = choose_text(wide, nullptr, true);
     if (one_head) one_head->rule += fmt::format(" for one head of {} channels", wide.op.dim);
   }
-  return choose_text(problem, one_head ? &*one_head : nullptr);
+  return choose_text(problem, one_head ? &*one_head : nullptr, true);
 }
 
-std::optional<DefaultChoice> FittedRule::choose_text(const PassProblem& problem, const DefaultChoice* one_head) const {
+std::optional<DefaultChoice> FittedRule::choose_text(const PassProblem& problem, const DefaultChoice* one_head,
+                                                     bool may_fit) const {
   const Leaf& leaf = leaf_for(problem);
   // A text fitted to the problem's shape, labelled with where it came from.
   const auto fitted_choice = [&](const Schedule& s, const std::string& from) -> std::optional<DefaultChoice> {
@@ -245,10 +267,12 @@ std::optional<DefaultChoice> FittedRule::choose_text(const PassProblem& problem,
     return DefaultChoice{*fitted, fmt::format("{}, lanes fitted to H = {}, D = {}", from, problem.op.heads,
                                               problem.op.dim)};
   };
-  // The leaf's first text the tuner would race here; where none is, its text measured nearest this
-  // op shape's lane width, fitted to it. A one-head text where the solver's groups span heads takes
-  // the spanning mapping.
+  // The leaf's first text the tuner would race here, as it is: the fit measured it on this op shape
+  // (the sweep covers the zoo's shapes, multi-head ones among them). Where none is, the one-head
+  // text of the same bytes per node, else the leaf's text measured nearest this op shape's lane
+  // width, fitted to the shape.
   for (const bool fit : {false, true}) {
+    if (fit && !may_fit) break;
     for (const std::string& text : fit ? by_lane_distance(leaf.schedules, problem) : leaf.schedules) {
       try {
         const Schedule s = parse_schedule(text);
@@ -261,13 +285,10 @@ std::optional<DefaultChoice> FittedRule::choose_text(const PassProblem& problem,
         }
         const bool usable = in_space(solver, problem, s);
         if (usable == fit) continue;  // the first round takes usable texts, the second fits the others
-        const bool spans = s.heads == 1 && solver.default_schedule(problem).heads > 1;
-        if (!usable || spans) {
-          if (one_head != nullptr)
-            if (auto c = fitted_choice(one_head->schedule, one_head->rule)) return c;
-          if (auto c = fitted_choice(s, fmt::format("fitted rule leaf {}", leaf.id))) return c;
-        }
         if (usable) return DefaultChoice{s, fmt::format("fitted rule leaf {}", leaf.id)};
+        if (one_head != nullptr)
+          if (auto c = fitted_choice(one_head->schedule, one_head->rule)) return c;
+        if (auto c = fitted_choice(s, fmt::format("fitted rule leaf {}", leaf.id))) return c;
         log().debug("default rule leaf {}: {} is not valid here or not among the tuner's candidates", leaf.id, text);
       } catch (const Error& e) {
         if (!fit) log().debug("default rule leaf {}: {} skipped: {}", leaf.id, text, e.what());

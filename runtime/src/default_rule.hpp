@@ -7,8 +7,10 @@
 
 #include "schedule.hpp"
 
+#include <array>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,8 +47,9 @@ class FittedRule {
   const Leaf& leaf_for(const PassProblem& problem) const;
   // The leaf's first schedule that parses, whose solver applies to the problem, which is valid for
   // it and which is among its solver's candidates for it (the tuner's search space, which the fit
-  // was scored on); nullopt when none is. Where H > 1 heads need a fitted text, the leaf's choice for one
-  // head of H * D channels is fitted first.
+  // was scored on). On an op shape the fit did not measure ("fit": {"domain": {"op_shapes"}}), where
+  // no text is such a candidate, one is fitted to the shape: for H > 1 heads the leaf's choice for
+  // one head of H * D channels first. nullopt when none is.
   std::optional<DefaultChoice> choose(const PassProblem& problem) const;
   // Why the rule does not answer for the problem's graph, or empty: a graph with more than twice the
   // edges of the largest the rule was fitted on (its "fit": {"domain": {"max_log2_edges"}}), where
@@ -54,8 +57,9 @@ class FittedRule {
   std::string beyond_domain(const PassProblem& problem) const;
 
  private:
-  // choose() for a text of the leaf; one_head: what to fit first where a text must be fitted.
-  std::optional<DefaultChoice> choose_text(const PassProblem& problem, const DefaultChoice* one_head) const;
+  // choose() for a text of the leaf; one_head: what to fit first where a text must be fitted;
+  // may_fit: whether a text may be fitted to the shape at all (not on the fit's own op shapes).
+  std::optional<DefaultChoice> choose_text(const PassProblem& problem, const DefaultChoice* one_head, bool may_fit) const;
 
   struct Node {
     int32_t feature = -1;  // index into the feature table; -1: a leaf
@@ -66,6 +70,7 @@ class FittedRule {
   std::vector<Node> nodes_;
   std::vector<Leaf> leaves_;
   std::optional<double> max_log2_edges_;  // none: the rule answers for every graph
+  std::set<std::array<int32_t, 4>> op_shapes_;  // (model, dtype, heads, dim) the fit measured
 };
 
 // The value of a rule feature (the names of tools/fit_default_rule.py's FEATURES) for a problem;

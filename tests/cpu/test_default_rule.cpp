@@ -266,6 +266,39 @@ TEST(DefaultRule, FittedTextsComeFromTheNearestLaneWidth) {
   EXPECT_EQ(dfgnn::to_string(wide->schedule), wide32);
 }
 
+// On the op shapes the fit measured ("fit": {"domain": {"op_shapes"}}) the runtime does what the fit
+// scored: the leaf's first text the tuner raced there, as it is, else the hand rule. It fits no text
+// to such a shape, and a one-head text measured best for many heads is not respread over them.
+TEST(DefaultRule, OnTheFitsOwnShapesNoTextIsFitted) {
+  const std::string wide32 = "edge_balanced:lanes=32,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=512";
+  const std::string one_head8 = "subwarp:lanes=8,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0";
+  Json j = {{"format", "dfgnn-default-rule"},
+            {"version", 1},
+            {"nodes", {{{"leaf", 3}, {"schedules", {wide32, one_head8}}}}},
+            {"fit", {{"domain", {{"max_log2_edges", 30}, {"op_shapes", {{0, 0, 1, 7}, {0, 0, 8, 8}}}}}}}};
+  const FittedRule seen = FittedRule::parse(j.dump());
+  j["fit"]["domain"]["op_shapes"] = Json::array();
+  const FittedRule unseen = FittedRule::parse(j.dump());
+  const auto g = planted(3000, 8, 0, 0);
+  const PassProblem classes = problem(*g, dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 7), PassKind::Forward, 1);
+  EXPECT_FALSE(seen.choose(classes).has_value());  // neither text is a candidate for D = 7: the hand rule
+  EXPECT_EQ(dfgnn::choose_default(&seen, classes).rule, "hand rule");
+  const std::optional<DefaultChoice> fitted = unseen.choose(classes);
+  ASSERT_TRUE(fitted.has_value());
+  EXPECT_EQ(fitted->rule, "fitted rule leaf 3, lanes fitted to H = 1, D = 7");
+  // 8 heads of 8 channels: the one-head text is a candidate there and is taken as the fit measured it.
+  const PassProblem heads = problem(*g, dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8), PassKind::Forward, 4);
+  const std::optional<DefaultChoice> c = seen.choose(heads);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(dfgnn::to_string(c->schedule), one_head8);
+  EXPECT_EQ(c->rule, "fitted rule leaf 3");
+  // Malformed shapes do not parse.
+  for (const Json& bad : {Json(7), Json::array({Json::array({0, 0, 1})}), Json::array({Json::array({0, 0, 1, "x"})})}) {
+    j["fit"]["domain"]["op_shapes"] = bad;
+    EXPECT_THROW(FittedRule::parse(j.dump()), dfgnn::Error) << bad.dump();
+  }
+}
+
 TEST(DefaultRule, NoUsableScheduleFallsBackToTheHandRule) {
   // A leaf of hub split texts alone on a graph without hubs: its solver does not apply.
   const auto flat = planted(3000, 8, 0, 0);
@@ -442,12 +475,15 @@ TEST(DefaultRule, GraphsFarLargerThanTheFitTakeTheHandRule) {
   Json bad = Json::parse(test_rule());
   bad["fit"] = {{"domain", {{"max_log2_edges", "big"}}}};
   EXPECT_THROW(FittedRule::parse(bad.dump()), dfgnn::Error);
-  // The embedded rule knows its domain: the shared datasets', far below R-MAT 2^20's 2^24 edges.
+  // The embedded rule knows its domain: up to R-MAT 2^22's 2^26.0 edges (the 12-06 sweep), so
+  // 2^26 edges are within it and 2^27 past it.
   ASSERT_NE(dfgnn::embedded_rule(), nullptr);
   dfgnn_fingerprint_t big = flat->fingerprint();
-  big.num_edges = int64_t{1} << 24;
+  big.num_edges = int64_t{1} << 26;
   PassProblem huge = p;
   huge.fingerprint = &big;
-  EXPECT_NE(dfgnn::embedded_rule()->beyond_domain(huge).find("2^24.0 edges, past the fitted rule's 2^19.3"), std::string::npos);
+  EXPECT_EQ(dfgnn::embedded_rule()->beyond_domain(huge), "");
+  big.num_edges = int64_t{1} << 27;
+  EXPECT_EQ(dfgnn::embedded_rule()->beyond_domain(huge), "2^27.0 edges, past the fitted rule's 2^26.0");
   EXPECT_EQ(dfgnn::embedded_rule()->beyond_domain(p), "");
 }
