@@ -120,23 +120,52 @@ fs::path code_file() {
   return ec ? fs::path() : self;
 }
 
-// Why a read-only database serves nothing here (empty if some of its results fit this environment).
+// Why a read-only database serves nothing here (empty if some of its results fit this environment),
+// or the class of another GPU of this architecture whose results it answers with.
 struct Foreign {
   std::string reason;
-  bool stale = false;  // this GPU class, another build
+  bool stale = false;     // this GPU class, another build
+  std::string tuned_on;   // answers with this class's results (another GPU, same architecture)
 };
+
+// "<gpu_name>|sm_<cc>|<sm_count>" split from the right (a GPU name may hold anything).
+std::optional<std::pair<std::string, int32_t>> name_and_sms(const std::string& env_class, int32_t cc) {
+  const std::string arch = fmt::format("|sm_{}|", cc);
+  const size_t at = env_class.rfind(arch);
+  if (at == std::string::npos || at == 0) return std::nullopt;
+  const std::string sms = env_class.substr(at + arch.size());
+  if (sms.empty() || sms.size() > 6 || sms.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::make_pair(env_class.substr(0, at), static_cast<int32_t>(std::stoi(sms)));
+}
+
 Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
   const std::vector<BuildStamp> stamps = db.build_stamps();
   if (stamps.empty()) return {};  // empty: nothing to skip
   const std::string here = environment_class(env);
+  const auto this_build = [&](const BuildStamp& s) {
+    return (env.library_version.empty() || s.library_version == env.library_version) &&
+           (env.template_hash.empty() || s.template_hash == env.template_hash);
+  };
   const BuildStamp* same_class = nullptr;
   for (const BuildStamp& s : stamps) {
     if (s.env_class != here) continue;
-    const bool library = env.library_version.empty() || s.library_version == env.library_version;
-    const bool source = env.template_hash.empty() || s.template_hash == env.template_hash;
-    if (library && source) return {};
+    if (this_build(s)) return {};
     if (same_class == nullptr) same_class = &s;
   }
+  // Another GPU of this architecture, this build: schedules valid there are valid here, and its
+  // winners are far nearer this GPU's than the default rule (an H100 reads the H200's sm90.db).
+  const BuildStamp* sibling = nullptr;
+  int sibling_rank = 0;
+  for (const BuildStamp& s : stamps) {
+    const auto parsed = name_and_sms(s.env_class, env.compute_capability);
+    if (!parsed || !this_build(s)) continue;
+    const int rank = parsed->second == env.sm_count ? 1 : 0;
+    if (sibling == nullptr || rank > sibling_rank || (rank == sibling_rank && s.results > sibling->results)) {
+      sibling = &s;
+      sibling_rank = rank;
+    }
+  }
+  if (sibling != nullptr) return {{}, false, sibling->env_class};
   if (same_class != nullptr)
     return {fmt::format("tuned by library {} with kernel source {}, this is library {} with kernel source {} (stale: "
                         "rebuild it with this version)",
@@ -223,6 +252,17 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
     if (info.reason.empty()) {
       info.used = true;
       identity_[opened.get()] = identity;
+      if (!foreign.tuned_on.empty()) {
+        const auto [name, sms] = *name_and_sms(foreign.tuned_on, environment->compute_capability);
+        EnvironmentInfo as = *environment;
+        as.gpu_name = name;
+        as.sm_count = sms;
+        stand_in_[opened.get()] = std::move(as);
+        info.tuned_on = foreign.tuned_on;
+        log_once(spdlog::level::info, "{} tuning database {} holds no results for this GPU ({}); it answers with those "
+                 "tuned on {}, a GPU of the same architecture", layer_name(kind), path.string(),
+                 environment_class(*environment), foreign.tuned_on);
+      }
       (shipped ? shipped_ : sites_).push_back(std::move(opened));
     } else {
       // Another GPU class is expected (a database per class); a stale build of this class is not.
@@ -325,11 +365,16 @@ void LayeredDb::each_layer(const char* what, F&& f) {
     if (visit(*file, LayerKind::Shipped)) return;
 }
 
+const EnvironmentInfo& LayeredDb::as_seen_by(const TuningDb& db, const EnvironmentInfo& current) const {
+  const auto it = stand_in_.find(&db);
+  return it == stand_in_.end() ? current : it->second;
+}
+
 std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
                                                   const std::string& hash) {
   std::optional<TuningResult> found;
   each_layer("lookup", [&](TuningDb& db, LayerKind kind) {
-    found = db.find_exact(current, op, hash);
+    found = db.find_exact(as_seen_by(db, current), op, hash);
     if (found) found->layer = layer_name(kind);
     return found.has_value();
   });
@@ -340,7 +385,7 @@ std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& curre
                                                     const std::optional<std::string>& bucket_key) {
   std::map<std::string, TuningResult> by_fingerprint;
   each_layer("candidate search", [&](TuningDb& db, LayerKind kind) {
-    for (TuningResult& r : db.candidates_for(current, op, bucket_key)) {
+    for (TuningResult& r : db.candidates_for(as_seen_by(db, current), op, bucket_key)) {
       r.layer = layer_name(kind);
       by_fingerprint.try_emplace(r.fingerprint_hash, std::move(r));  // a higher layer was first
     }

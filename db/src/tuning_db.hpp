@@ -429,7 +429,10 @@ class LayeredDb {
     std::optional<std::vector<std::filesystem::path>> shipped_paths;
     // Given: a site or shipped database none of whose results are of this environment's class and
     // build stamp (another GPU, another library version or kernel source) is skipped with one
-    // logged line saying what it was tuned for. Unknown (no GPU): every readable layer is kept.
+    // logged line saying what it was tuned for, unless it holds results of this build for another
+    // GPU of the same architecture (compute capability): then it answers with those, the class of
+    // this GPU's SM count first, else the one with the most results (logged once at info).
+    // Unknown (no GPU): every readable layer is kept.
     std::optional<EnvironmentInfo> environment;
     TuningDb::Options db;  // validator, policy, timeouts for every layer
   };
@@ -471,6 +474,9 @@ class LayeredDb {
     std::filesystem::path path;
     bool used = false;
     std::string reason;  // why not used: open error, tuned for another GPU or build
+    // Used for another GPU of this architecture: the class its results were tuned on (an H100
+    // reads a file tuned on the H200), else empty.
+    std::string tuned_on;
   };
   const std::vector<LayerInfo>& layers() const { return layers_; }
 
@@ -514,6 +520,10 @@ class LayeredDb {
   // Each opened layer's file identity (device, inode, size, time), by which a damaged file is
   // skipped by every LayeredDb of the process.
   std::map<const TuningDb*, std::string> identity_;
+  // A read-only layer with no results of this GPU's class, read for another GPU of its architecture:
+  // the environment its lookups are made as.
+  std::map<const TuningDb*, EnvironmentInfo> stand_in_;
+  const EnvironmentInfo& as_seen_by(const TuningDb& db, const EnvironmentInfo& current) const;
 };
 
 }  // namespace dfgnn::db

@@ -610,7 +610,12 @@ TEST(DispatchOrigin, ForeignShippedDatabaseIsSkippedWithAReason) {
   const Case cases[] = {
       {"another library version", [](dfgnn::db::EnvironmentInfo& e) { e.library_version = "99.0.0"; },
        "stale: rebuild it"},
-      {"another GPU", [](dfgnn::db::EnvironmentInfo& e) { e.gpu_name = "Other GPU"; }, "tuned for another GPU"},
+      {"another GPU architecture",
+       [](dfgnn::db::EnvironmentInfo& e) {
+         e.gpu_name = "Other GPU";
+         e.compute_capability += 10;
+       },
+       "tuned for another GPU"},
   };
   for (const Case& c : cases) {
     LogCapture log;
@@ -625,9 +630,15 @@ TEST(DispatchOrigin, ForeignShippedDatabaseIsSkippedWithAReason) {
         << c.what << ": " << log.text();
     EXPECT_EQ(occurrences(log.text(), c.needle), 1) << c.what << ": " << log.text();
   }
-  // The matching build still uses it.
+  // The matching build still uses it, and so does another GPU of the same architecture.
   auto ctx = context_with_sites(dir.path / "user.db", "");
   EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("layer"), "shipped");
+  auto sibling = context_with_sites(dir.path / "user-sibling.db", "");
+  dfgnn::db::EnvironmentInfo e = test_environment();
+  e.gpu_name = "Other GPU";
+  dfgnn::context_of(sibling.get()).dispatcher.set_environment(e);
+  EXPECT_EQ(explain(sibling.get(), g.get(), kOp).at("layer"), "shipped");
+  EXPECT_EQ(schedule_of(sibling.get(), g.get(), kOp), kWinner);
 }
 
 // Issue 26: a site database that opens well but whose results pages are damaged, before a good

@@ -161,9 +161,7 @@ TEST(LayeredDb, ShippedBelowSitesAndForeignLayersSkipped) {
     for (const TuningResult& r : layered.candidates_for(h200(), op_gat()))
       EXPECT_EQ(r.layer, r.fingerprint_hash == fp_hash(1) ? "site" : "shipped");
   }
-  dfgnn::db::EnvironmentInfo other = h200();
-  other.gpu_name = "NVIDIA A100";
-  o.environment = other;
+  o.environment = a100();  // another architecture
   LayeredDb foreign(o);
   ASSERT_EQ(foreign.layers().size(), 2u);
   for (const auto& l : foreign.layers()) {
@@ -172,6 +170,65 @@ TEST(LayeredDb, ShippedBelowSitesAndForeignLayersSkipped) {
   }
   EXPECT_TRUE(foreign.shipped().empty());
   EXPECT_TRUE(foreign.open_errors().empty());  // not an error: a database for another GPU
+}
+
+// A read-only layer tuned on another GPU of this architecture answers for this one with its
+// results (an H100 reads the H200's sm90.db), unless it holds results of this GPU's own class; of
+// several such GPUs, the one with this GPU's SM count first. Another build is still skipped.
+TEST(LayeredDb, AnotherGpuOfTheSameArchitectureAnswers) {
+  TempDir dir;
+  dfgnn::db::EnvironmentInfo h100 = h200();
+  h100.gpu_name = "NVIDIA H100 80GB HBM3";
+  dfgnn::db::EnvironmentInfo pcie = h200();
+  pcie.gpu_name = "NVIDIA H100 PCIe";
+  pcie.sm_count = 114;
+  {
+    auto p = TuningDb::open_user(dir / "src.db");
+    p->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(8), 0.5)}));
+    p->put_result(make_run(pcie, op_gat(), 1, {cand(sched(32), 1), cand(sched(16), 0.5)}));
+    p->put_result(make_run(pcie, op_gat(), 2, {cand(sched(32), 1), cand(sched(16), 0.5)}));
+    p->export_to(dir / "sm90.db");
+  }
+  LayeredDb::Options o;
+  o.user_path = fs::path();
+  o.site_paths = std::vector<fs::path>{};
+  o.shipped_paths = std::vector<fs::path>{dir / "sm90.db"};
+  o.environment = h100;
+  {
+    CapturedDbLog log;
+    const auto logger = dfgnn::db::detail::db_logger();
+    const spdlog::level::level_enum level = logger->level();
+    logger->set_level(spdlog::level::info);  // the line is an info line: expected, not a fault
+    LayeredDb layered(o);
+    logger->set_level(level);
+    ASSERT_EQ(layered.layers().size(), 1u);
+    EXPECT_TRUE(layered.layers()[0].used);
+    EXPECT_EQ(layered.layers()[0].tuned_on, dfgnn::db::environment_class(h200()));  // 132 SMs, as this one
+    const auto r = layered.find_exact(h100, op_gat(), fp_hash(1));
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->schedule, sched(8));
+    EXPECT_EQ(r->layer, "shipped");
+    EXPECT_FALSE(layered.find_exact(h100, op_gat(), fp_hash(2)).has_value());  // only the PCIe card has it
+    EXPECT_EQ(layered.candidates_for(h100, op_gat()).size(), 1u);
+    EXPECT_TRUE(contains(log.text(), "holds no results for this GPU (" + dfgnn::db::environment_class(h100) +
+                                         "); it answers with those tuned on " + dfgnn::db::environment_class(h200())))
+        << log.text();
+  }
+  // A GPU with results of its own class reads those; another build or architecture reads nothing.
+  o.environment = pcie;
+  {
+    LayeredDb layered(o);
+    EXPECT_EQ(layered.layers()[0].tuned_on, "");
+    EXPECT_EQ(layered.find_exact(pcie, op_gat(), fp_hash(1))->schedule, sched(16));
+  }
+  dfgnn::db::EnvironmentInfo rebuilt = h100;
+  rebuilt.template_hash = "t-hash-2";
+  for (const dfgnn::db::EnvironmentInfo& env : {rebuilt, a100()}) {
+    o.environment = env;
+    LayeredDb layered(o);
+    EXPECT_FALSE(layered.layers()[0].used) << env.gpu_name;
+    EXPECT_TRUE(layered.shipped().empty());
+  }
 }
 
 // A shipped file that opens but fails on reading (damaged pages) is dropped after the first failing
