@@ -78,8 +78,10 @@ const char* level_name(DispatchLevel level) {
 namespace {
 
 std::string describe_first_answer(const Decision& d) {
-  const std::string from =
-      d.row ? fmt::format(" of the {} database {}", d.layer, d.row->source) : std::string();
+  std::string from = d.row ? fmt::format(" of the {} database {}", d.layer, d.row->source) : std::string();
+  if (d.row && d.row->op.model != static_cast<int32_t>(d.model))
+    from += fmt::format(", tuned for {} on the same op shape",
+                        model_name(static_cast<dfgnn_model_t>(d.row->op.model)));
   switch (d.origin) {
     case DispatchLevel::Exact: return "exact hit" + from;
     case DispatchLevel::Nearest: {
@@ -390,6 +392,15 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   if (environment_known()) {
     try {
       found = from_database(problem, hash, db_key);
+      // No row of this model: another model's winner on the same op shape (heads, channels, dtype,
+      // pass), the most alike first (op.hpp). Winners of other shapes ran 1.1-2x slower on the 12-06
+      // sweep (bench/results/2026-12-06c-sweep.md), so shapes do not answer for each other.
+      for (const dfgnn_model_t other : models_alike(op.model)) {
+        if (found) break;
+        db::OpKey other_key = db_key;
+        other_key.model = other;
+        found = from_database(problem, hash, other_key);
+      }
     } catch (const std::exception& e) {
       log().warn("tuning database lookup failed, using the default rule: {}", e.what());
     }
@@ -405,6 +416,7 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
     }
   }
   Decision d = found ? std::move(*found) : Decision{};
+  d.model = op.model;
   if (!found) {
     DefaultChoice choice = default_choice(problem);
     d.schedule = choice.schedule;

@@ -46,6 +46,7 @@ struct Decision {
   std::string rule;       // Default: which rule answered (default_rule_name)
   std::optional<db::TuningResult> row;  // Exact / Nearest: the database row used
   bool bucket = false;  // Cache: the answer came from another graph of the same fingerprint bucket
+  dfgnn_model_t model = DFGNN_MODEL_GAT;  // the op's model (the row may be another model's: models_alike)
 };
 
 // The name explain gives the default rule's answer for a problem (the hook where a fitted rule

@@ -28,11 +28,16 @@ constexpr int slot(InputBit bit) { return std::countr_zero(static_cast<unsigned>
 
 // dfgnn_model_t order, as model_traits.
 constexpr ModelRow kModelRows[] = {
-    {"gat", "dfgnn::Gat", slot(kSlotH), kNoSlot, kNoSlot, kNoSlot, 3, false, ParamReduction::WeightedInput},
-    {"gatv2", "dfgnn::Gatv2", slot(kSlotH), slot(kSlotHDst), kNoSlot, slot(kSlotH), 0, false, ParamReduction::Channels},
+    // GAT and GATv2 differ in their score only; the Transformer's passes map lanes as GATv2's with a
+    // dot-product score; AGNN's cosine score is nearest the Transformer's.
+    {"gat", "dfgnn::Gat", slot(kSlotH), kNoSlot, kNoSlot, kNoSlot, 3, false, ParamReduction::WeightedInput,
+     "gatv2,transformer,agnn"},
+    {"gatv2", "dfgnn::Gatv2", slot(kSlotH), slot(kSlotHDst), kNoSlot, slot(kSlotH), 0, false, ParamReduction::Channels,
+     "gat,transformer,agnn"},
     {"transformer", "dfgnn::Transformer", slot(kSlotQ), slot(kSlotK), slot(kSlotV), slot(kSlotV), 0, false,
-     ParamReduction::None},
-    {"agnn", "dfgnn::Agnn", slot(kSlotH), kNoSlot, kNoSlot, kNoSlot, 1, true, ParamReduction::Total},
+     ParamReduction::None, "gatv2,gat,agnn"},
+    {"agnn", "dfgnn::Agnn", slot(kSlotH), kNoSlot, kNoSlot, kNoSlot, 1, true, ParamReduction::Total,
+     "transformer,gatv2,gat"},
 };
 static_assert(std::size(kModelRows) == kNumModels && kNumModels == DFGNN_NUM_MODELS);
 
@@ -59,6 +64,19 @@ const ModelRow& model_row(dfgnn_model_t model) {
   if (!is_model(model))
     fail(DFGNN_STATUS_INVALID_ARGUMENT, "model {} is not a dfgnn_model_t value", static_cast<int>(model));
   return kModelRows[model];
+}
+
+std::vector<dfgnn_model_t> models_alike(dfgnn_model_t model) {
+  std::vector<dfgnn_model_t> out;
+  const std::string_view names = model_row(model).alike;
+  for (size_t start = 0; start < names.size();) {
+    const size_t comma = std::min(names.find(',', start), names.size());
+    const std::string_view name = names.substr(start, comma - start);
+    for (int m = 0; m < kNumModels; ++m)
+      if (kModelRows[m].name == name) out.push_back(static_cast<dfgnn_model_t>(m));
+    start = comma + 1;
+  }
+  return out;
 }
 
 uint32_t model_slots(dfgnn_model_t model) { return traits_of(model).inputs; }

@@ -7,6 +7,7 @@
 #include <vector_types.h>  // int4, which params.cuh uses (host includers bring it; NVRTC has it built in)
 
 #include <cstdint>
+#include <vector>
 
 #include "params.cuh"
 
@@ -44,9 +45,15 @@ struct ModelRow {
   int node_scalars;     // how many of the [N, H] float32 arrays node_a, node_b, node_c its passes use
   bool row_grad;        // its row pass keeps part of an input gradient in [N, H, D] float32 (AGNN)
   ParamReduction param_reduction;
+  // The models whose tuned winners answer for this one where the database has none of its own on
+  // an op shape, most alike first, comma-separated (models_alike).
+  const char* alike;
 };
 // INVALID_ARGUMENT for a value that is no model.
 const ModelRow& model_row(dfgnn_model_t model);
+// ModelRow::alike as models. On the 12-06 sweep another model's winner on the same op shape ran
+// within 0.3-4% of the model's own best (geomean; bench/results/2026-12-06c-sweep.md).
+std::vector<dfgnn_model_t> models_alike(dfgnn_model_t model);
 // The slots a model reads (and whose gradients its backward writes), without edge features.
 uint32_t model_slots(dfgnn_model_t model);
 // The slots an op reads: its model's, plus edge when op.edge_features is set.

@@ -6,6 +6,7 @@
 #include "log_capture.hpp"
 
 #include "dispatch.hpp"
+#include "op.hpp"
 #include "fingerprint.hpp"
 #include "handles.hpp"
 #include "logging.hpp"
@@ -284,6 +285,33 @@ TEST(Dispatch, NearestVoteBreaksNearTiesWithFartherGraphs) {
   auto ctx = context_on(dir.path / "far.db");
   dfgnn::context_of(ctx.get()).dispatcher.set_max_distance(d_far * 0.99);
   EXPECT_EQ(explain(ctx.get(), query.get(), kOp).at("origin"), "default");
+}
+
+// No row of the op's model: another model's winner on the same op shape answers (the most alike
+// first: models_alike), and explain says whose it is. Another op shape gets none of it.
+TEST(Dispatch, AnotherModelsWinnerOnTheSameShapeAnswers) {
+  TempDir dir;
+  auto g = hub_graph(make_context().get(), 1);
+  const dfgnn_op_t gatv2 = dfgnnOpDefault(DFGNN_MODEL_GATV2, DFGNN_DTYPE_FLOAT32, 1, 64);
+  const dfgnn_op_t agnn = dfgnnOpDefault(DFGNN_MODEL_AGNN, DFGNN_DTYPE_FLOAT32, 1, 64);
+  const std::string default_text = schedule_of(make_context().get(), g.get(), kOp);
+  const std::string other_winner = "hub_split:lanes=16,groups=16,team=1,vec=4,mid=0,threshold=128,chunk=128";
+  store_winner(dir.path / "user.db", g.get(), kOp, kWinner, default_text);  // transformer
+  store_winner(dir.path / "user.db", g.get(), agnn, other_winner, schedule_of(make_context().get(), g.get(), agnn));
+  auto ctx = context_on(dir.path / "user.db");
+  const nlohmann::json j = explain(ctx.get(), g.get(), gatv2);
+  EXPECT_EQ(j.at("origin"), "exact");
+  EXPECT_EQ(j.at("schedule"), kWinner);  // GATv2's most alike with a row: the Transformer, not AGNN
+  EXPECT_NE(j.at("origin_detail").get<std::string>().find("tuned for transformer on the same op shape"),
+            std::string::npos) << j.dump();
+  EXPECT_EQ(explain(ctx.get(), g.get(), kOp).at("origin_detail").get<std::string>().find("tuned for"),
+            std::string::npos);  // its own row: nothing to say
+  const dfgnn_op_t wider = dfgnnOpDefault(DFGNN_MODEL_GATV2, DFGNN_DTYPE_FLOAT32, 1, 128);
+  EXPECT_EQ(explain(ctx.get(), g.get(), wider).at("origin"), "default");
+  EXPECT_EQ(dfgnn::models_alike(DFGNN_MODEL_GATV2),
+            (std::vector<dfgnn_model_t>{DFGNN_MODEL_GAT, DFGNN_MODEL_TRANSFORMER, DFGNN_MODEL_AGNN}));
+  for (int m = 0; m < DFGNN_NUM_MODELS; ++m)
+    EXPECT_EQ(dfgnn::models_alike(static_cast<dfgnn_model_t>(m)).size(), size_t{DFGNN_NUM_MODELS - 1}) << m;
 }
 
 TEST(Dispatch, OtherGpuClassOrBuildIsAMiss) {
