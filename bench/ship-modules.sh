@@ -9,6 +9,8 @@
 #   ../shared/datasets, skipped when absent), each with and without self-loops (GATConv adds
 #   them), R-MAT 2^18 (past the fitted rule's domain: the hand rule's schedules) and a small
 #   planted-hub graph (hub splits on few nodes).
+# Also every winner of the shipped winners file (WINNERS, default data/tuning/sm<ARCH>.db; "none" for
+# none), which dispatch runs on that GPU where the file answers (exactly or by the nearest graph).
 # Environment: ARCH (compute capability, default 90), CONFIGS ("model:H:D:dtype ...", default the zoo),
 #   DROPOUT_CONFIGS (the same, compiled once more with attention dropout, which has kernels of its own;
 #   default the zoo's GAT lines, PyG's examples/gat.py among them: every config would double the file,
@@ -40,6 +42,27 @@ trap 'rm -rf "$work"' EXIT
 # Every module default dispatch runs goes into the new file: with the shipped layer visible (the file
 # being rebuilt among it), a module already there would count as stored and be left out.
 export DFGNN_SHIPPED_DB=off
+# The shipped winners, one 'MODEL DTYPE HEADS DIM PASS SCHEDULE' line each (dfgnn-tune --compile-listed),
+# all and the GAT ones (compiled once more with dropout, as the GAT configs are).
+winners=${WINNERS:-$here/../data/tuning/sm$arch.db}
+if [ "$winners" != none ]; then
+  [ -f "$winners" ] || { echo "ship-modules: no winners file $winners (WINNERS=none for none)" >&2; exit 1; }
+  python3 - "$winners" "$work/winners.txt" "$work/winners-gat.txt" <<'EOF'
+import sqlite3, sys
+models, dtypes = ("gat", "gatv2", "transformer", "agnn"), ("float32", "float16", "bfloat16")
+passes = ("forward", "backward_row", "backward_col")
+con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = con.execute("SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results "
+                   "WHERE schedule IS NOT NULL ORDER BY model, dtype, heads, dim, direction, schedule").fetchall()
+with open(sys.argv[2], "w") as every, open(sys.argv[3], "w") as gat:
+    for model, dtype, heads, dim, direction, schedule in rows:
+        line = f"{models[model]} {dtypes[dtype]} {heads} {dim} {passes[direction]} {schedule}\n"
+        every.write(line)
+        if models[model] == "gat":
+            gat.write(line)
+print(f"{len(rows)} shipped winners (op, pass, schedule) in {sys.argv[1]}")
+EOF
+fi
 compile_defaults() {  # CONFIG [--dropout RATE]
   local c=$1 model heads dim dtype loops
   shift
@@ -52,6 +75,17 @@ compile_defaults() {  # CONFIG [--dropout RATE]
   done
 }
 for c in $configs; do compile_defaults "$c"; done
+compile_winners() {  # LIST [--dropout RATE]
+  local list=$1
+  shift
+  "$tune" --compile-defaults "$arch" --hubs 2000,8,4,400 --compile-listed "$list" "$@" --db "$work/work.db" \
+    > "$work/log.txt" 2>&1 || { tail -20 "$work/log.txt"; echo "ship-modules: the winners of $list $* failed" >&2; exit 1; }
+  echo "shipped winners $(basename "$list") $*: $(grep '^compiled' "$work/log.txt")"
+}
+if [ "$winners" != none ]; then
+  compile_winners "$work/winners.txt"
+  [ -s "$work/winners-gat.txt" ] && compile_winners "$work/winners-gat.txt" --dropout 0.5
+fi
 # Any nonzero rate compiles the same kernels (the rate is a launch argument).
 for c in $dropout_configs; do compile_defaults "$c" --dropout 0.5; done
 # Modules only: results of no one's tuning, and nothing but the modules table's rows.

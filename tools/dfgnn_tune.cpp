@@ -31,6 +31,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,6 +91,7 @@ struct Options {
   std::string command_line;
   bool explain = false;  // --explain: show how dispatch answers now, tune nothing
   std::optional<int> compile_defaults_arch;  // --compile-defaults ARCH: compile what dispatch runs, tune nothing
+  std::string compile_listed;                // --compile-listed FILE: and these schedules too
 };
 
 // Returns nullopt after printing help or the version.
@@ -131,7 +133,10 @@ std::optional<Options> parse_args(int argc, char** argv) {
                 "or rule) from the databases; needs no GPU (without one, the default rule answers)")
     ("compile-defaults", po::value<int>(), "tune nothing: compile, for compute capability ARCH (e.g. 90), the kernels "
                 "dispatch runs for each problem now into the user database's modules (needs no GPU; without one, the "
-                "default rule answers): how the shipped modules are made (bench/ship-modules.sh)");
+                "default rule answers): how the shipped modules are made (bench/ship-modules.sh)")
+    ("compile-listed", po::value(&o.compile_listed), "with --compile-defaults: also compile the schedules listed in "
+                "FILE, one per line as 'MODEL DTYPE HEADS DIM PASS SCHEDULE' (PASS: forward, backward_row or "
+                "backward_col; --dropout applies): the shipped database's winners, which dispatch runs on that GPU");
   po::options_description all;
   all.add(visible).add_options()("positional-graph", po::value(&graph_args.paths)->composing());
   po::positional_options_description positional;
@@ -153,6 +158,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     if (o.explain) throw BadArgs{"--explain and --compile-defaults exclude each other"};
     o.compile_defaults_arch = arch;
   }
+  if (!o.compile_listed.empty() && !o.compile_defaults_arch) throw BadArgs{"--compile-listed goes with --compile-defaults ARCH"};
   if (o.dropout > 0 && !o.explain && !o.compile_defaults_arch)
     throw BadArgs{"--dropout goes with --compile-defaults or --explain: tuning results are stored for the op without "
                   "dropout, so tune without it"};
@@ -563,6 +569,77 @@ void write_json(const Options& o, const Graphs& graphs, const std::vector<Proble
   fmt::print("wrote {}\n", o.json_path);
 }
 
+// One line of --compile-listed: a schedule of one pass of an op.
+struct Listed {
+  dfgnn_op_t op{};
+  int pass = 0;  // 0 forward, 1 backward row pass, 2 backward column pass
+  std::string schedule;
+  std::string where;  // FILE:LINE
+};
+
+std::vector<Listed> read_listed(const std::string& path, float dropout) {
+  std::ifstream in(path);
+  if (!in) throw BadArgs{fmt::format("--compile-listed {}: cannot be read", path)};
+  std::vector<Listed> out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::istringstream words(line);
+    std::string model, dtype, pass, schedule, extra;
+    int heads = 0, dim = 0;
+    if (!(words >> model)) continue;  // blank
+    Listed l;
+    l.where = fmt::format("{}:{}", path, number);
+    const std::vector<std::string> passes{"forward", "backward_row", "backward_col"};
+    if (!(words >> dtype >> heads >> dim >> pass >> schedule) || (words >> extra))
+      throw BadArgs{fmt::format("{}: expected 'MODEL DTYPE HEADS DIM PASS SCHEDULE', got '{}'", l.where, line)};
+    const auto at = std::find(passes.begin(), passes.end(), pass);
+    if (at == passes.end()) throw BadArgs{fmt::format("{}: pass '{}' is not forward, backward_row or backward_col", l.where, pass)};
+    const std::vector<dfgnn_model_t> models = cli::parse_models({model});
+    const std::vector<dfgnn_dtype_t> dtypes = cli::parse_dtypes({dtype});
+    if (models.size() != 1 || dtypes.size() != 1)
+      throw BadArgs{fmt::format("{}: one model and one dtype, not '{}' '{}'", l.where, model, dtype)};
+    cli::check_heads_dim(heads, dim);
+    l.op = dfgnnOpDefault(models[0], dtypes[0], heads, dim);
+    l.op.dropout = dropout;
+    l.pass = static_cast<int>(at - passes.begin());
+    l.schedule = schedule;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+// Compiles the listed schedules for arch (no graph needed). A backward pass compiles with a partner
+// for its other pass: the first schedule listed for that pass of the same op with which the pair is
+// valid, else its own text; the partners are listed winners, compiled anyway.
+void compile_listed(dfgnn_context_t ctx, const std::vector<Listed>& listed, int arch) {
+  const auto same_op = [](const dfgnn_op_t& a, const dfgnn_op_t& b) {
+    return a.model == b.model && a.dtype == b.dtype && a.heads == b.heads && a.dim == b.dim;
+  };
+  for (const Listed& l : listed) {
+    if (l.pass == 0) {
+      check(dfgnnCompile(ctx, nullptr, &l.op, DFGNN_FORWARD, l.schedule.c_str(), arch), l.where);
+      continue;
+    }
+    std::vector<std::string> partners;
+    for (const Listed& other : listed)
+      if (other.pass == 3 - l.pass && same_op(other.op, l.op)) partners.push_back(other.schedule);
+    partners.push_back(l.schedule);
+    std::string last_error;
+    bool done = false;
+    for (const std::string& partner : partners) {
+      const std::string pair = l.pass == 1 ? l.schedule + "|" + partner : partner + "|" + l.schedule;
+      const dfgnn_status_t s = dfgnnCompile(ctx, nullptr, &l.op, DFGNN_BACKWARD, pair.c_str(), arch);
+      if (s == DFGNN_STATUS_SUCCESS) {
+        done = true;
+        break;
+      }
+      if (s != DFGNN_STATUS_INVALID_ARGUMENT) check(s, l.where);  // a compile error is not a pairing miss
+      last_error = dfgnnGetLastErrorMessage();
+    }
+    if (!done) throw Failure{fmt::format("{}: no valid backward pair for {}: {}", l.where, l.schedule, last_error)};
+  }
+}
+
 // Tunes one problem, then asks a fresh context on the same database how it dispatches.
 void tune_one(dfgnn_context_t ctx, const Options& o, const Graphs& graphs, Problem& p) {
   const LoadedGraph& g = graphs.list[p.graph];
@@ -642,6 +719,8 @@ int run(int argc, char** argv) {
             "dfgnnCompile");
       p.status = "compiled";
     }
+    if (!o.compile_listed.empty())
+      compile_listed(ctx, read_listed(o.compile_listed, o.dropout), *o.compile_defaults_arch);
     check(dfgnnGetCacheCounters(ctx, &compiles, &hits, &loads), "dfgnnGetCacheCounters");
     fmt::print("compiled {} module(s) for sm_{} into {} ({} problem(s); the others were stored or shared)\n", compiles,
                *o.compile_defaults_arch, user_db, problems.size());
