@@ -445,7 +445,7 @@ def validate(cases, params, variant=DEFAULT_VARIANT, folds=None):
     """Leave one graph out: fit on the other graphs, score this graph's cases. folds: instead, hold
     out each of that many groups of graphs (every folds-th graph in name order) in turn."""
     cap = params["regret_cap"]
-    per_graph, fitted_all, hand_all = [], [], []
+    per_graph, fitted_all, hand_all, shapes = [], [], [], []
     graphs = sorted({c["graph"] for c in cases})
     for held in ([[g] for g in graphs] if folds is None else [graphs[i::folds] for i in range(folds)]):
         train = [c for c in cases if c["graph"] not in held]
@@ -456,8 +456,41 @@ def validate(cases, params, variant=DEFAULT_VARIANT, folds=None):
         hand = [regret_of(c, c["default"], cap) for c in test]
         fitted_all += fitted
         hand_all += hand
+        shapes += [shape_label(c["op"]) for c in test]
         per_graph.append({"graph": g, "fitted": summarise(fitted), "hand": summarise(hand)})
-    return {"per_graph": per_graph, "fitted": summarise(fitted_all), "hand": summarise(hand_all)}
+    per_shape = [{"shape": s, "fitted": summarise([f for f, t in zip(fitted_all, shapes) if t == s]),
+                  "hand": summarise([h for h, t in zip(hand_all, shapes) if t == s])} for s in sorted(set(shapes))]
+    return {"per_graph": per_graph, "per_shape": per_shape, "fitted": summarise(fitted_all), "hand": summarise(hand_all)}
+
+
+def shape_label(op):
+    return f"{MODEL_NAMES[op['model']]} H{op['heads']} D{op['dim']} { {0: 'fp32', 1: 'fp16', 2: 'bf16', 3: 'fp64'}[op['dtype']] }"
+
+
+def carry_over(cases, cap):
+    """Whether one op shape's winner may answer for another's (issue 24, item 4): for each ordered
+    pair of op shapes (A, B), the capped regret in A's cases of B's winner on the same graph and pass,
+    where B's winner was measured in A's case. Returns rows (A, B, cases, geomean, within 10%) for
+    every pair with at least 20 such cases."""
+    by_key = {(shape_label(c["op"]), c["graph"], c["op"]["pass"]): c for c in cases}
+    shapes = sorted({k[0] for k in by_key})
+    rows = []
+    for a in shapes:
+        for b in shapes:
+            if a == b:
+                continue
+            regrets = []
+            for (s, g, p), case in by_key.items():
+                other = by_key.get((b, g, p)) if s == a else None
+                if other is None:
+                    continue
+                r = regret_of(case, min(other["times"], key=other["times"].get), cap)
+                if r is not None:
+                    regrets.append(r)
+            if len(regrets) >= 20:
+                r = np.asarray(regrets)
+                rows.append((a, b, len(r), float(np.exp(np.log(r).mean())), float((r <= 1.10).mean())))
+    return rows
 
 
 NESTED_FOLDS = 5  # the inner validation of --nested: 5 groups of graphs (a leave-one-graph-out there costs 5x)
@@ -549,7 +582,7 @@ def op_label(op):
             f"{ {0: 'fp32', 1: 'fp16', 2: 'bf16', 3: 'fp64'}[op['dtype']] } {PASS_NAMES[op['pass']]}")
 
 
-def report_markdown(rule, validation, sources):
+def report_markdown(rule, validation, sources, carry=None):
     fit = rule["fit"]
     lines = ["# The fitted default rule: leave-one-graph-out validation", "",
              f"Made by `tools/fit_default_rule.py` from {fit['cases']} cases (graph, op, pass) on {fit['graphs']} "
@@ -575,6 +608,27 @@ def report_markdown(rule, validation, sources):
         f, h = g["fitted"], g["hand"]
         lines.append(f"| {g['graph']} | {f['cases']} | {100 * f['within_10pct']:.0f}% | {f['geomean_regret']:.3f} | "
                      f"{100 * h['within_10pct']:.0f}% | {h['geomean_regret']:.3f} |")
+    lines += ["", "## Per op shape (leave one graph out)", "",
+              "| op shape | cases | fitted within 10% | fitted geomean | hand within 10% | hand geomean |",
+              "|---|---|---|---|---|---|"]
+    for g in validation.get("per_shape", []):
+        f, h = g["fitted"], g["hand"]
+        lines.append(f"| {g['shape']} | {f['cases']} | {100 * f['within_10pct']:.0f}% | {f['geomean_regret']:.3f} | "
+                     f"{100 * h['within_10pct']:.0f}% | {h['geomean_regret']:.3f} |")
+    if carry is not None:
+        lines += ["", "## Whose winners carry over (issue 24, item 4)", "",
+                  "For op shape A, the regret of op shape B's winner on the same graph and pass, where the tuner "
+                  "measured it in A's case (pairs with at least 20 such cases): for each A, the best B of "
+                  "another model on the same (H, D, dtype), and the best B of another (H, D).", "",
+                  "| A | B | cases | geomean regret | within 10% |", "|---|---|---|---|---|"]
+        def same_shape(a, b):
+            return a.split(" ", 1)[1] == b.split(" ", 1)[1]
+        for a in sorted({r[0] for r in carry}):
+            for same in (True, False):
+                pick = sorted((r for r in carry if r[0] == a and same_shape(a, r[1]) == same), key=lambda r: r[3])
+                if pick:
+                    _, b, n, gm, w = pick[0]
+                    lines.append(f"| {a} | {b} | {n} | {gm:.3f} | {100 * w:.0f}% |")
     lines += ["", "## The rule (all graphs)", "", "```"]
 
     def show(i, depth):
@@ -682,11 +736,13 @@ def main(argv=None):
             print(variants_markdown(compare_variants(cases, params, names, a.nested), names), end="")
         if a.report:
             validation = validate(cases, params)
+            carry = carry_over(cases, params["regret_cap"])
             with open(a.report + ".json", "w") as f:
-                json.dump({"params": params, "validation": validation, "in_sample": rule["fit"]["in_sample"]}, f,
-                          indent=1)
+                json.dump({"params": params, "validation": validation, "in_sample": rule["fit"]["in_sample"],
+                           "carry_over": [dict(zip(("shape", "from", "cases", "geomean_regret", "within_10pct"), r))
+                                          for r in carry]}, f, indent=1)
             with open(a.report + ".md", "w") as f:
-                f.write(report_markdown(rule, validation, doc["sources"]))
+                f.write(report_markdown(rule, validation, doc["sources"], carry))
             v = validation
             print(f"leave one graph out: fitted {100 * v['fitted']['within_10pct']:.1f}% within 10%, geomean "
                   f"{v['fitted']['geomean_regret']:.3f}; hand rule {100 * v['hand']['within_10pct']:.1f}%, "

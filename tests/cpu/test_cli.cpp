@@ -212,6 +212,39 @@ TEST(Cli, TuneDropoutIsForExplainAndCompileDefaults) {
   }
 }
 
+// --compile-listed: every line's schedule compiled without a graph (a backward pass paired with a
+// listed winner of the other pass), bad lines a one-line argument error naming the line.
+TEST(Cli, TuneCompileListedCompilesEachLineAndNamesABadOne) {
+  TempDir dir;
+  const std::string list = dir / "list.txt";
+  std::ofstream(list) << "gat float32 8 8 forward subwarp:lanes=16,heads=8,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0\n"
+                         "\n"
+                         "gat float32 8 8 backward_row subwarp:lanes=16,heads=8,groups=8,team=1,vec=4,mid=0,threshold=0,chunk=0\n"
+                         "gat float32 8 8 backward_col edge_balanced:lanes=16,heads=8,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=256\n";
+  const std::string common = "--compile-defaults 90 --hubs 2000,4,1,300 --model gat --heads 8 --dim 8 --db " + quote(dir / "m.db");
+  const std::string off = "export DFGNN_SHIPPED_DB=off;";
+  Result r = run_tool(DFGNN_TUNE_EXE, common + " --compile-listed " + quote(list), off);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const int64_t modules = dfgnn::test::raw_int(dir / "m.db", "SELECT count(*) FROM modules");
+  // The defaults alone compile fewer: the listed kernels are not among them.
+  r = run_tool(DFGNN_TUNE_EXE, "--compile-defaults 90 --hubs 2000,4,1,300 --model gat --heads 8 --dim 8 --db " +
+                                   quote(dir / "d.db"), off);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_GT(modules, dfgnn::test::raw_int(dir / "d.db", "SELECT count(*) FROM modules"));
+  for (const auto& [line, message] : std::vector<std::pair<std::string, std::string>>{
+           {"gat float32 8 8 sideways x", "list.txt:1: pass 'sideways' is not forward, backward_row or backward_col"},
+           {"gat float32 8", "list.txt:1: expected 'MODEL DTYPE HEADS DIM PASS SCHEDULE'"},
+           {"gat float32 8 8 forward nonsense", "list.txt:1: parse error: schedule 'nonsense'"}}) {
+    std::ofstream(list) << line << "\n";
+    r = run_tool(DFGNN_TUNE_EXE, common + " --compile-listed " + quote(list), off);
+    EXPECT_NE(r.code, 0) << line;
+    EXPECT_TRUE(contains(r.output, message)) << r.output;
+  }
+  r = tune("--hubs 2000,4,1,300 --compile-listed " + quote(list));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "--compile-listed goes with --compile-defaults ARCH")) << r.output;
+}
+
 TEST(Cli, TuneMissingGraphExit1) {
   TempDir dir;
   const std::string missing = dir / "no-such-graph.txt";

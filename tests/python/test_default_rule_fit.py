@@ -303,3 +303,16 @@ def test_variants_are_compared_by_the_same_validation(fit, tmp_path, capsys):
     assert nested["per-pass"]["leave_one_graph_out"]["within_10pct"] < 0.9
     assert nested["nested"]["picks"] == {g: "base" for g in {c["graph"] for c in few}}
     assert nested["nested"]["leave_one_graph_out"] == nested["base"]["leave_one_graph_out"] == fit.summarise([1.0] * 72)
+
+
+def test_carry_over_scores_one_shapes_winner_in_anothers_cases(fit):
+    """A GAT copy of the synthetic Transformer cases, with the same winners, carries over at regret
+    1 (a winner of the other model is measured there); the other (H, D) shape's winner is not
+    measured in these cases (its texts differ), so that pair has no rows."""
+    cases = synthetic_cases()
+    gat = [dict(c, op=dict(c["op"], model=0)) for c in cases]
+    rows = {(a, b): (n, gm, w) for a, b, n, gm, w in fit.carry_over(cases + gat, 3.0)}
+    n, gm, within = rows[("gat H1 D128 fp32", "transformer H1 D128 fp32")]
+    assert n == 18 * 3 and gm == pytest.approx(1.0) and within == 1.0
+    assert ("gat H1 D128 fp32", "gat H4 D64 fp32") not in rows
+    assert fit.shape_label({"model": 3, "heads": 8, "dim": 7, "dtype": 2}) == "agnn H8 D7 bf16"
