@@ -245,6 +245,50 @@ TEST(Cli, TuneCompileListedCompilesEachLineAndNamesABadOne) {
   EXPECT_TRUE(contains(r.output, "--compile-listed goes with --compile-defaults ARCH")) << r.output;
 }
 
+// Every winner of the shipped sm90.db has its kernels in the shipped sm90-modules.db (with dropout
+// too for GAT, as bench/ship-modules.sh compiles them): a fresh process on an H100/H200 that the
+// shipped database answers compiles nothing.
+TEST(Cli, ShippedModulesHoldEveryShippedWinner) {
+  const fs::path tuning = fs::path(DFGNN_SOURCE_DIR) / "data/tuning";
+  TempDir dir;
+  const std::string every = dir / "winners.txt", gat = dir / "gat.txt";
+  {
+    const char* models[] = {"gat", "gatv2", "transformer", "agnn"};
+    const char* dtypes[] = {"float32", "float16", "bfloat16"};
+    const char* passes[] = {"forward", "backward_row", "backward_col"};
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open_v2((tuning / "sm90.db").c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results", -1, &q,
+                                 nullptr), SQLITE_OK);
+    std::ofstream all(every), gat_only(gat);
+    int rows = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      const int model = sqlite3_column_int(q, 0);
+      const std::string line = fmt::format("{} {} {} {} {} {}\n", models[model], dtypes[sqlite3_column_int(q, 1)],
+                                           sqlite3_column_int(q, 2), sqlite3_column_int(q, 3),
+                                           passes[sqlite3_column_int(q, 4)],
+                                           reinterpret_cast<const char*>(sqlite3_column_text(q, 5)));
+      all << line;
+      if (model == 0) gat_only << line;
+      ++rows;
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    ASSERT_GT(rows, 100);
+  }
+  // Only the modules file is shipped here, so what is not in it is compiled (and counted).
+  const std::string env = "export DFGNN_SHIPPED_DB=" + quote(tuning / "sm90-modules.db") + ";";
+  for (const auto& [list, dropout] : {std::pair{every, ""}, std::pair{gat, " --dropout 0.5"}}) {
+    const Result r = run_tool(DFGNN_TUNE_EXE, "--compile-defaults 90 --hubs 20000,8,4,4000 --model gat --heads 8 --dim 8 "
+                                              "--compile-listed " + quote(list) + dropout + " --db " + quote(dir / "m.db"),
+                              env);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "compiled 0 module(s) for sm_90")) << dropout << ": a winner's kernel is not shipped; "
+        "rebuild data/tuning/sm90-modules.db with bench/ship-modules.sh\n" << r.output;
+  }
+}
+
 TEST(Cli, TuneMissingGraphExit1) {
   TempDir dir;
   const std::string missing = dir / "no-such-graph.txt";

@@ -127,6 +127,24 @@ TEST(ShippedModules, CommittedFileMatchesTheKernelSources) {
       << "the modules file holds modules only (the winners are in sm90.db)";
 }
 
+// The shipped winners answer only the kernel sources and library version they were tuned with
+// (dispatch skips a stale file): a kernel change fails here until the sweep is made again.
+TEST(ShippedModules, CommittedWinnersMatchTheKernelSourcesAndLibrary) {
+  const fs::path winners = source_dir() / "data" / "tuning" / "sm90.db";
+  ASSERT_TRUE(fs::exists(winners)) << winners << " is missing";
+  const std::string resweep = " was tuned with other kernel sources or another library version; tune it again on an "
+                              "H100/H200 (bench/tune-site.sh, docs/tuning-db.rst) and rebuild the modules file";
+  EXPECT_EQ(query(winners, "SELECT DISTINCT template_hash FROM results"),
+            std::vector<std::string>{dfgnn::kernel_source_hash()}) << winners << resweep;
+  EXPECT_EQ(query(winners, "SELECT DISTINCT library_version FROM results"), std::vector<std::string>{dfgnnGetVersion()})
+      << winners << resweep;
+  EXPECT_EQ(query(winners, "SELECT count(*) FROM modules"), std::vector<std::string>{"0"})
+      << "the winners file holds no modules (they are in sm90-modules.db)";
+  // The modules file is of the same kernel sources (Cli.ShippedModulesHoldEveryShippedWinner checks
+  // it holds every winner's kernels).
+  EXPECT_EQ(query(kShipped, "SELECT DISTINCT template_hash FROM modules"), query(winners, "SELECT DISTINCT template_hash FROM results"));
+}
+
 // The zoo's default dispatch on Cora, as GATConv (self-loops) and as read: every module is there.
 TEST(ShippedModules, FreshContextCompilesNothingForTheZooOnCora) {
   ASSERT_TRUE(fs::exists(kShipped)) << kShipped << " is missing; " << kRebuild;
