@@ -393,8 +393,9 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
     try {
       found = from_database(problem, hash, db_key);
       // No row of this model: another model's winner on the same op shape (heads, channels, dtype,
-      // pass), the most alike first (op.hpp). Winners of other shapes ran 1.1-2x slower on the 12-06
-      // sweep (bench/results/2026-12-06c-sweep.md), so shapes do not answer for each other.
+      // pass), the most alike first (op.hpp). On the 12-06 sweep a winner of another (H, D) ran up to
+      // 1.48x the best (8 x 8 from 1 x 16) or was no candidate there (D = 7 from D = 3 in 64 of 87
+      // cases), so shapes do not answer for each other (bench/results/2026-12-06c-default-rule.md).
       for (const dfgnn_model_t other : models_alike(op.model)) {
         if (found) break;
         db::OpKey other_key = db_key;

@@ -51,8 +51,8 @@ struct ModelRow {
 };
 // INVALID_ARGUMENT for a value that is no model.
 const ModelRow& model_row(dfgnn_model_t model);
-// ModelRow::alike as models. On the 12-06 sweep another model's winner on the same op shape ran
-// within 0.3-4% of the model's own best (geomean; bench/results/2026-12-06c-sweep.md).
+// ModelRow::alike as models. On the 12-06 sweep another model's winner on the same op shape ran at
+// 1.003-1.025x the model's own best (geomean; bench/results/2026-12-06c-default-rule.md).
 std::vector<dfgnn_model_t> models_alike(dfgnn_model_t model);
 // The slots a model reads (and whose gradients its backward writes), without edge features.
 uint32_t model_slots(dfgnn_model_t model);
