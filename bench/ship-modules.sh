@@ -43,24 +43,36 @@ trap 'rm -rf "$work"' EXIT
 # being rebuilt among it), a module already there would count as stored and be left out.
 export DFGNN_SHIPPED_DB=off
 # The shipped winners, one 'MODEL DTYPE HEADS DIM PASS SCHEDULE' line each (dfgnn-tune --compile-listed),
-# all and the GAT ones (compiled once more with dropout, as the GAT configs are).
+# all and the GAT ones (compiled once more with dropout, as the GAT configs are). A zoo configuration with
+# no row of its own model is answered by another model's rows on its op shape (models_alike), so those
+# are listed under its model too (every other model's: a superset of the one dispatch picks).
 winners=${WINNERS:-$here/../data/tuning/sm$arch.db}
 if [ "$winners" != none ]; then
   [ -f "$winners" ] || { echo "ship-modules: no winners file $winners (WINNERS=none for none)" >&2; exit 1; }
-  python3 - "$winners" "$work/winners.txt" "$work/winners-gat.txt" <<'EOF'
+  python3 - "$winners" "$work/winners.txt" "$work/winners-gat.txt" $configs <<'EOF'
 import sqlite3, sys
 models, dtypes = ("gat", "gatv2", "transformer", "agnn"), ("float32", "float16", "bfloat16")
 passes = ("forward", "backward_row", "backward_col")
 con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+if con.execute("SELECT count(*) FROM results WHERE key_bits >= 16").fetchone()[0]:
+    sys.exit("ship-modules: the winners file holds edge-feature results, which --compile-listed cannot name yet")
 rows = con.execute("SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results "
                    "WHERE schedule IS NOT NULL ORDER BY model, dtype, heads, dim, direction, schedule").fetchall()
+lines = [(models[m], dtypes[d], h, dim, passes[p], s) for m, d, h, dim, p, s in rows]
+have = {(m, d, h, dim) for m, d, h, dim, _, _ in lines}
+for config in sys.argv[4:]:  # model:H:D:dtype
+    m, h, dim, d = config.split(":")
+    if (m, d, int(h), int(dim)) not in have:
+        lines += [(m, d, int(h), int(dim), p, s) for m2, d2, h2, dim2, p, s in list(lines)
+                  if (d2, h2, dim2) == (d, int(h), int(dim)) and m2 != m]
 with open(sys.argv[2], "w") as every, open(sys.argv[3], "w") as gat:
-    for model, dtype, heads, dim, direction, schedule in rows:
-        line = f"{models[model]} {dtypes[dtype]} {heads} {dim} {passes[direction]} {schedule}\n"
-        every.write(line)
-        if models[model] == "gat":
-            gat.write(line)
-print(f"{len(rows)} shipped winners (op, pass, schedule) in {sys.argv[1]}")
+    for line in dict.fromkeys(lines):
+        text = " ".join(map(str, line)) + "\n"
+        every.write(text)
+        if line[0] == "gat":
+            gat.write(text)
+print(f"{len(rows)} shipped winners (op, pass, schedule) in {sys.argv[1]}, {len(set(lines))} lines with the zoo's "
+      "configurations answered by another model")
 EOF
 fi
 compile_defaults() {  # CONFIG [--dropout RATE]
@@ -78,7 +90,8 @@ for c in $configs; do compile_defaults "$c"; done
 compile_winners() {  # LIST [--dropout RATE]
   local list=$1
   shift
-  "$tune" --compile-defaults "$arch" --hubs 2000,8,4,400 --compile-listed "$list" "$@" --db "$work/work.db" \
+  "$tune" --compile-defaults "$arch" --hubs 20000,8,4,4000 --model gat --heads 8 --dim 8 --compile-listed "$list" "$@" \
+    --db "$work/work.db" \
     > "$work/log.txt" 2>&1 || { tail -20 "$work/log.txt"; echo "ship-modules: the winners of $list $* failed" >&2; exit 1; }
   echo "shipped winners $(basename "$list") $*: $(grep '^compiled' "$work/log.txt")"
 }

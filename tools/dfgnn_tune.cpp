@@ -74,6 +74,51 @@ std::string duration_text(double seconds) {
 
 // ---------------------------------------------------------------- options
 
+// One line of --compile-listed: a schedule of one pass of an op.
+struct Listed {
+  dfgnn_op_t op{};
+  int pass = 0;  // 0 forward, 1 backward row pass, 2 backward column pass
+  std::string schedule;
+  std::string where;  // FILE:LINE
+};
+
+std::vector<Listed> read_listed(const std::string& path, float dropout) {
+  std::ifstream in(path);
+  if (!in) throw BadArgs{fmt::format("--compile-listed {}: cannot be read", path)};
+  std::vector<Listed> out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::istringstream words(line);
+    std::string model, dtype, pass, schedule, extra;
+    int heads = 0, dim = 0;
+    if (!(words >> model)) continue;  // blank
+    Listed l;
+    l.where = fmt::format("{}:{}", path, number);
+    const std::vector<std::string> passes{"forward", "backward_row", "backward_col"};
+    if (!(words >> dtype >> heads >> dim >> pass >> schedule) || (words >> extra))
+      throw BadArgs{fmt::format("{}: expected 'MODEL DTYPE HEADS DIM PASS SCHEDULE', got '{}'", l.where, line)};
+    const auto at = std::find(passes.begin(), passes.end(), pass);
+    if (at == passes.end()) throw BadArgs{fmt::format("{}: pass '{}' is not forward, backward_row or backward_col", l.where, pass)};
+    std::vector<dfgnn_model_t> models;
+    std::vector<dfgnn_dtype_t> dtypes;
+    try {
+      models = cli::parse_models({model});
+      dtypes = cli::parse_dtypes({dtype});
+      cli::check_heads_dim(heads, dim);
+    } catch (const BadArgs& e) {
+      throw BadArgs{fmt::format("{}: {}", l.where, e.message)};
+    }
+    if (models.size() != 1 || dtypes.size() != 1)
+      throw BadArgs{fmt::format("{}: one model and one dtype, not '{}' '{}'", l.where, model, dtype)};
+    l.op = dfgnnOpDefault(models[0], dtypes[0], heads, dim);
+    l.op.dropout = dropout;
+    l.pass = static_cast<int>(at - passes.begin());
+    l.schedule = schedule;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 struct Options {
   std::vector<cli::GraphSpec> graphs;
   std::vector<dfgnn_model_t> models;
@@ -91,7 +136,7 @@ struct Options {
   std::string command_line;
   bool explain = false;  // --explain: show how dispatch answers now, tune nothing
   std::optional<int> compile_defaults_arch;  // --compile-defaults ARCH: compile what dispatch runs, tune nothing
-  std::string compile_listed;                // --compile-listed FILE: and these schedules too
+  std::vector<Listed> compile_listed;        // --compile-listed FILE: and these schedules too
 };
 
 // Returns nullopt after printing help or the version.
@@ -107,7 +152,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
   Options o;
   cli::GraphArgs graph_args;
   std::vector<std::string> models, dtypes;
-  std::string direction = "forward", db, site, seed = "1";
+  std::string direction = "forward", db, site, seed = "1", listed_path;
   visible.add_options()
     ("help,h", "show this help")
     ("version", "print the version")
@@ -134,7 +179,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("compile-defaults", po::value<int>(), "tune nothing: compile, for compute capability ARCH (e.g. 90), the kernels "
                 "dispatch runs for each problem now into the user database's modules (needs no GPU; without one, the "
                 "default rule answers): how the shipped modules are made (bench/ship-modules.sh)")
-    ("compile-listed", po::value(&o.compile_listed), "with --compile-defaults: also compile the schedules listed in "
+    ("compile-listed", po::value(&listed_path), "with --compile-defaults: also compile the schedules listed in "
                 "FILE, one per line as 'MODEL DTYPE HEADS DIM PASS SCHEDULE' (PASS: forward, backward_row or "
                 "backward_col; --dropout applies): the shipped database's winners, which dispatch runs on that GPU");
   po::options_description all;
@@ -158,7 +203,10 @@ std::optional<Options> parse_args(int argc, char** argv) {
     if (o.explain) throw BadArgs{"--explain and --compile-defaults exclude each other"};
     o.compile_defaults_arch = arch;
   }
-  if (!o.compile_listed.empty() && !o.compile_defaults_arch) throw BadArgs{"--compile-listed goes with --compile-defaults ARCH"};
+  if (vm.count("compile-listed")) {
+    if (!o.compile_defaults_arch) throw BadArgs{"--compile-listed goes with --compile-defaults ARCH"};
+    o.compile_listed = read_listed(listed_path, o.dropout);
+  }
   if (o.dropout > 0 && !o.explain && !o.compile_defaults_arch)
     throw BadArgs{"--dropout goes with --compile-defaults or --explain: tuning results are stored for the op without "
                   "dropout, so tune without it"};
@@ -569,45 +617,6 @@ void write_json(const Options& o, const Graphs& graphs, const std::vector<Proble
   fmt::print("wrote {}\n", o.json_path);
 }
 
-// One line of --compile-listed: a schedule of one pass of an op.
-struct Listed {
-  dfgnn_op_t op{};
-  int pass = 0;  // 0 forward, 1 backward row pass, 2 backward column pass
-  std::string schedule;
-  std::string where;  // FILE:LINE
-};
-
-std::vector<Listed> read_listed(const std::string& path, float dropout) {
-  std::ifstream in(path);
-  if (!in) throw BadArgs{fmt::format("--compile-listed {}: cannot be read", path)};
-  std::vector<Listed> out;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    std::istringstream words(line);
-    std::string model, dtype, pass, schedule, extra;
-    int heads = 0, dim = 0;
-    if (!(words >> model)) continue;  // blank
-    Listed l;
-    l.where = fmt::format("{}:{}", path, number);
-    const std::vector<std::string> passes{"forward", "backward_row", "backward_col"};
-    if (!(words >> dtype >> heads >> dim >> pass >> schedule) || (words >> extra))
-      throw BadArgs{fmt::format("{}: expected 'MODEL DTYPE HEADS DIM PASS SCHEDULE', got '{}'", l.where, line)};
-    const auto at = std::find(passes.begin(), passes.end(), pass);
-    if (at == passes.end()) throw BadArgs{fmt::format("{}: pass '{}' is not forward, backward_row or backward_col", l.where, pass)};
-    const std::vector<dfgnn_model_t> models = cli::parse_models({model});
-    const std::vector<dfgnn_dtype_t> dtypes = cli::parse_dtypes({dtype});
-    if (models.size() != 1 || dtypes.size() != 1)
-      throw BadArgs{fmt::format("{}: one model and one dtype, not '{}' '{}'", l.where, model, dtype)};
-    cli::check_heads_dim(heads, dim);
-    l.op = dfgnnOpDefault(models[0], dtypes[0], heads, dim);
-    l.op.dropout = dropout;
-    l.pass = static_cast<int>(at - passes.begin());
-    l.schedule = schedule;
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
 // Compiles the listed schedules for arch (no graph needed). A backward pass compiles with a partner
 // for its other pass: the first schedule listed for that pass of the same op with which the pair is
 // valid, else its own text; the partners are listed winners, compiled anyway.
@@ -719,8 +728,7 @@ int run(int argc, char** argv) {
             "dfgnnCompile");
       p.status = "compiled";
     }
-    if (!o.compile_listed.empty())
-      compile_listed(ctx, read_listed(o.compile_listed, o.dropout), *o.compile_defaults_arch);
+    compile_listed(ctx, o.compile_listed, *o.compile_defaults_arch);
     check(dfgnnGetCacheCounters(ctx, &compiles, &hits, &loads), "dfgnnGetCacheCounters");
     fmt::print("compiled {} module(s) for sm_{} into {} ({} problem(s); the others were stored or shared)\n", compiles,
                *o.compile_defaults_arch, user_db, problems.size());

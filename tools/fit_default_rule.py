@@ -576,8 +576,8 @@ def make_rule(cases, params, cases_doc_sha):
                 "domain": {"max_log2_edges": round(max_log2_edges(cases), 3),
                            # the op shapes measured: on these the runtime takes a leaf's text as the fit
                            # scored it (raced there, else the hand rule) and fits no text to the shape
-                           "op_shapes": sorted({(c["op"]["model"], c["op"]["dtype"], c["op"]["heads"], c["op"]["dim"])
-                                                for c in cases})},
+                           "op_shapes": sorted({(c["op"]["model"], c["op"]["dtype"], c["op"]["heads"], c["op"]["dim"],
+                                                 c["op"]["variant"]) for c in cases})},
                 # cases the tuner's budget cut before every candidate was measured (None: not known)
                 "partly_measured_cases": (None if any(c.get("complete") is None for c in cases)
                                           else sum(1 for c in cases if not c["complete"])),
@@ -638,11 +638,13 @@ def report_markdown(rule, validation, sources, carry=None):
                   "measured it in A's case (pairs with at least 20 such cases): for each A, the best B of "
                   "another model on the same (H, D, dtype), and the best B of another (H, D).", "",
                   "| A | B | cases | geomean regret | within 10% |", "|---|---|---|---|---|"]
-        def same_shape(a, b):
-            return a.split(" ", 1)[1] == b.split(" ", 1)[1]
+        def heads_dim(label):
+            return label.split(" ")[1:3]
         for a in sorted({r[0] for r in carry}):
-            for same in (True, False):
-                pick = sorted((r for r in carry if r[0] == a and same_shape(a, r[1]) == same), key=lambda r: r[3])
+            for same in (True, False):  # another model on the same (H, D, dtype); another (H, D)
+                pick = sorted((r for r in carry if r[0] == a and (r[1].split(" ", 1)[1] == a.split(" ", 1)[1] if same
+                                                                  else heads_dim(r[1]) != heads_dim(a))),
+                              key=lambda r: r[3])
                 if pick:
                     _, b, n, gm, w = pick[0]
                     lines.append(f"| {a} | {b} | {n} | {gm:.3f} | {100 * w:.0f}% |")

@@ -259,7 +259,7 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
         as.sm_count = sms;
         stand_in_[opened.get()] = std::move(as);
         info.tuned_on = foreign.tuned_on;
-        log_once(spdlog::level::info, "{} tuning database {} holds no results for this GPU ({}); it answers with those "
+        log_once(spdlog::level::info, "{} tuning database {} holds no results of this build for this GPU ({}); it answers with those "
                  "tuned on {}, a GPU of the same architecture", layer_name(kind), path.string(),
                  environment_class(*environment), foreign.tuned_on);
       }

@@ -156,13 +156,13 @@ FittedRule FittedRule::parse(const std::string& text) {
       if (const auto shapes = domain->find("op_shapes"); shapes != domain->end()) {
         const auto bad = [&] {
           fail(DFGNN_STATUS_PARSE_ERROR, "default rule: \"fit\": \"domain\": \"op_shapes\" must be a list of "
-               "[model, dtype, heads, dim] integers, not {}", shapes->dump());
+               "[model, dtype, heads, dim, variant] integers, not {}", shapes->dump());
         };
         if (!shapes->is_array()) bad();
         for (const Json& shape : *shapes) {
-          if (!shape.is_array() || shape.size() != 4) bad();
-          std::array<int32_t, 4> key{};
-          for (size_t k = 0; k < 4; ++k) {
+          if (!shape.is_array() || shape.size() != 5) bad();
+          std::array<int32_t, 5> key{};
+          for (size_t k = 0; k < 5; ++k) {
             if (!shape[k].is_number_integer()) bad();
             key[k] = shape[k].get<int32_t>();
           }
@@ -238,7 +238,8 @@ std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) cons
   // An op shape of the fit: the fit scored the leaf's first text the tuner raced there, else the hand
   // rule, and its leaves hold texts for this shape where one pays. No text is fitted to it.
   const dfgnn_op_t& op = problem.op;
-  if (op_shapes_.count({static_cast<int32_t>(op.model), static_cast<int32_t>(op.dtype), op.heads, op.dim}) != 0)
+  const int32_t variant = problem.max_vec + 16 * (op.edge_features ? 1 : 0);  // as the database keys it
+  if (op_shapes_.count({static_cast<int32_t>(op.model), static_cast<int32_t>(op.dtype), op.heads, op.dim, variant}) != 0)
     return choose_text(problem, nullptr, false);
   // Where H > 1 heads need a fitted text, the text the leaf runs for one head of H * D channels (the
   // same bytes per node) is fitted, not the leaf's first, which is made for its widest op shape:
@@ -285,10 +286,15 @@ std::optional<DefaultChoice> FittedRule::choose_text(const PassProblem& problem,
         }
         const bool usable = in_space(solver, problem, s);
         if (usable == fit) continue;  // the first round takes usable texts, the second fits the others
+        // Off the fit's shapes, a one-head text where the solver's groups span heads takes the spanning
+        // mapping (it was measured on one head, not on this shape).
+        const bool spans = may_fit && s.heads == 1 && solver.default_schedule(problem).heads > 1;
+        if (!usable || spans) {
+          if (one_head != nullptr)
+            if (auto c = fitted_choice(one_head->schedule, one_head->rule)) return c;
+          if (auto c = fitted_choice(s, fmt::format("fitted rule leaf {}", leaf.id))) return c;
+        }
         if (usable) return DefaultChoice{s, fmt::format("fitted rule leaf {}", leaf.id)};
-        if (one_head != nullptr)
-          if (auto c = fitted_choice(one_head->schedule, one_head->rule)) return c;
-        if (auto c = fitted_choice(s, fmt::format("fitted rule leaf {}", leaf.id))) return c;
         log().debug("default rule leaf {}: {} is not valid here or not among the tuner's candidates", leaf.id, text);
       } catch (const Error& e) {
         if (!fit) log().debug("default rule leaf {}: {} skipped: {}", leaf.id, text, e.what());

@@ -70,7 +70,8 @@ class FittedRule {
   std::vector<Node> nodes_;
   std::vector<Leaf> leaves_;
   std::optional<double> max_log2_edges_;  // none: the rule answers for every graph
-  std::set<std::array<int32_t, 4>> op_shapes_;  // (model, dtype, heads, dim) the fit measured
+  // (model, dtype, heads, dim, variant: max_vec + 16 * edge features, as the database keys it) the fit measured
+  std::set<std::array<int32_t, 5>> op_shapes_;
 };
 
 // The value of a rule feature (the names of tools/fit_default_rule.py's FEATURES) for a problem;

@@ -82,6 +82,7 @@ std::string describe_first_answer(const Decision& d) {
   if (d.row && d.row->op.model != static_cast<int32_t>(d.model))
     from += fmt::format(", tuned for {} on the same op shape",
                         model_name(static_cast<dfgnn_model_t>(d.row->op.model)));
+  if (!d.tuned_on.empty()) from += ", tuned on " + d.tuned_on;
   switch (d.origin) {
     case DispatchLevel::Exact: return "exact hit" + from;
     case DispatchLevel::Nearest: {
@@ -265,30 +266,49 @@ void Dispatcher::forget() {
 void Dispatcher::forget_locked() {
   cache_.clear();
   bucket_cache_.clear();
-  tuned_hashes_.clear();
+  op_rows_.clear();
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-bool Dispatcher::has_own_row(const std::string& hash, const std::string& op_part, const db::OpKey& key) {
-  if (!environment_known()) return false;
+std::pair<db::OpKey, bool> Dispatcher::answering_rows(const std::string& hash, const std::string& op_part,
+                                                      const db::OpKey& own) {
+  if (!environment_known()) return {own, false};
   const std::shared_ptr<db::LayeredDb> layers = database();
-  if (layers == nullptr) return false;
+  if (layers == nullptr) return {own, false};
   {
     std::lock_guard lock(mutex_);
-    if (auto it = tuned_hashes_.find(op_part); it != tuned_hashes_.end()) return it->second.count(hash) > 0;
+    if (auto it = op_rows_.find(op_part); it != op_rows_.end()) return {it->second.key, it->second.hashes.count(hash) > 0};
   }
-  std::unordered_set<std::string> hashes;
+  OpRows rows{own, {}};
   try {
-    for (const db::TuningResult& row : layers->candidates_for(environment(), key))
-      hashes.insert(row.fingerprint_hash);
+    const auto hashes_of = [&](const db::OpKey& key) {
+      std::unordered_set<std::string> out;
+      for (const db::TuningResult& row : layers->candidates_for(environment(), key)) out.insert(row.fingerprint_hash);
+      return out;
+    };
+    rows.hashes = hashes_of(own);
+    // No row of this model on the op shape: the most alike model's rows answer (op.hpp). On the 12-06
+    // sweep a winner of another (H, D) ran up to 1.48x the best (8 x 8 from 1 x 16) or was no candidate
+    // there (D = 7 from D = 3 in 64 of 87 cases), so shapes do not answer for each other
+    // (bench/results/2026-12-06c-default-rule.md). Tuning on a miss tunes the op's own instead.
+    if (rows.hashes.empty() && mode_ != TuneMode::OnMiss)
+      for (const dfgnn_model_t other : models_alike(static_cast<dfgnn_model_t>(own.model))) {
+        db::OpKey key = own;
+        key.model = other;
+        rows.hashes = hashes_of(key);
+        if (!rows.hashes.empty()) {
+          rows.key = key;
+          break;
+        }
+      }
   } catch (const std::exception& e) {
     log().warn("tuning database lookup failed: {}", e.what());
-    return true;  // unknown: ask the database for this graph rather than share a bucket-mate's answer
+    return {own, true};  // unknown: ask the database for this graph rather than share a bucket-mate's answer
   }
-  const bool own = hashes.count(hash) > 0;
+  const std::pair<db::OpKey, bool> out{rows.key, rows.hashes.count(hash) > 0};
   std::lock_guard lock(mutex_);
-  tuned_hashes_.emplace(op_part, std::move(hashes));
-  return own;
+  op_rows_.emplace(op_part, std::move(rows));
+  return out;
 }
 
 std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, const std::string& hash,
@@ -313,6 +333,7 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
     if (usable(*row, d.schedule)) {
       d.level = d.origin = DispatchLevel::Exact;
       d.layer = row->layer;
+      if (row->env_class != db::environment_class(env)) d.tuned_on = row->env_class;
       d.row = std::move(row);
       return d;
     }
@@ -350,6 +371,7 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
     probe.schedule = text;
     if (usable(probe, d.schedule)) {
       d.layer = near.front().second.layer;
+      if (near.front().second.env_class != db::environment_class(env)) d.tuned_on = near.front().second.env_class;
       d.row = std::move(near.front().second);
       return d;
     }
@@ -375,8 +397,8 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   const PassProblem problem = pass_problem(graph, op, pass, max_vec);
   const std::string bucket = fmt::format("{}:{}", fingerprint_bucket_key(*problem.fingerprint), op_part);
   const std::string hash = db::fingerprint_hash(serialize_fingerprint(*problem.fingerprint));  // once per graph
-  const db::OpKey db_key = op_key(op, pass, max_vec);
-  if (!has_own_row(hash, op_part, db_key)) {
+  const auto [db_key, own_row] = answering_rows(hash, op_part, op_key(op, pass, max_vec));
+  if (!own_row) {
     std::lock_guard lock(mutex_);
     if (auto b = bucket_cache_.find(bucket); b != bucket_cache_.end()) {
       const Solver* solver = find_solver(b->second.schedule.solver);
@@ -392,16 +414,6 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   if (environment_known()) {
     try {
       found = from_database(problem, hash, db_key);
-      // No row of this model: another model's winner on the same op shape (heads, channels, dtype,
-      // pass), the most alike first (op.hpp). On the 12-06 sweep a winner of another (H, D) ran up to
-      // 1.48x the best (8 x 8 from 1 x 16) or was no candidate there (D = 7 from D = 3 in 64 of 87
-      // cases), so shapes do not answer for each other (bench/results/2026-12-06c-default-rule.md).
-      for (const dfgnn_model_t other : models_alike(op.model)) {
-        if (found) break;
-        db::OpKey other_key = db_key;
-        other_key.model = other;
-        found = from_database(problem, hash, other_key);
-      }
     } catch (const std::exception& e) {
       log().warn("tuning database lookup failed, using the default rule: {}", e.what());
     }

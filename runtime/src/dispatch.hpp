@@ -47,6 +47,7 @@ struct Decision {
   std::optional<db::TuningResult> row;  // Exact / Nearest: the database row used
   bool bucket = false;  // Cache: the answer came from another graph of the same fingerprint bucket
   dfgnn_model_t model = DFGNN_MODEL_GAT;  // the op's model (the row may be another model's: models_alike)
+  std::string tuned_on;  // Exact / Nearest: the GPU class of a row tuned on another GPU of this architecture
 };
 
 // The name explain gives the default rule's answer for a problem (the hook where a fitted rule
@@ -126,7 +127,10 @@ class Dispatcher {
   std::optional<Decision> from_database(const PassProblem& problem, const std::string& hash, const db::OpKey& key);
   // Whether some layer holds a row tuned for exactly the fingerprint `hash`: such a graph never takes
   // a bucket-mate's answer. The fingerprint hashes of an op's rows are read once per op (op_part).
-  bool has_own_row(const std::string& hash, const std::string& op_part, const db::OpKey& key);
+  // The op key whose rows answer an op (op_part): its own, or where no layer holds a row of its
+  // model on this op shape, the most alike model's that has rows (models_alike; not when tuning on a
+  // miss, which tunes the op's own); and whether the graph `hash` has a row of it.
+  std::pair<db::OpKey, bool> answering_rows(const std::string& hash, const std::string& op_part, const db::OpKey& own);
   const db::EnvironmentInfo& environment_locked();
 
   void forget_locked();
@@ -136,7 +140,11 @@ class Dispatcher {
   std::atomic<uint64_t> generation_{0};
   std::unordered_map<std::string, Decision> cache_;         // by graph and op
   std::unordered_map<std::string, Decision> bucket_cache_;  // by fingerprint bucket and op
-  std::unordered_map<std::string, std::unordered_set<std::string>> tuned_hashes_;  // by op: hashes with a row
+  struct OpRows {
+    db::OpKey key;                          // whose rows answer
+    std::unordered_set<std::string> hashes;  // the fingerprints with a row of it
+  };
+  std::unordered_map<std::string, OpRows> op_rows_;  // by op (op_part)
   std::optional<std::filesystem::path> user_path_;
   std::optional<std::vector<std::filesystem::path>> site_paths_;
   std::shared_ptr<db::LayeredDb> db_;

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -234,6 +235,8 @@ TEST(Cli, TuneCompileListedCompilesEachLineAndNamesABadOne) {
   for (const auto& [line, message] : std::vector<std::pair<std::string, std::string>>{
            {"gat float32 8 8 sideways x", "list.txt:1: pass 'sideways' is not forward, backward_row or backward_col"},
            {"gat float32 8", "list.txt:1: expected 'MODEL DTYPE HEADS DIM PASS SCHEDULE'"},
+           {"gnat float32 8 8 forward x", "list.txt:1: --model 'gnat' is not"},
+           {"gat float32 0 8 forward x", "list.txt:1: "},
            {"gat float32 8 8 forward nonsense", "list.txt:1: parse error: schedule 'nonsense'"}}) {
     std::ofstream(list) << line << "\n";
     r = run_tool(DFGNN_TUNE_EXE, common + " --compile-listed " + quote(list), off);
@@ -246,8 +249,9 @@ TEST(Cli, TuneCompileListedCompilesEachLineAndNamesABadOne) {
 }
 
 // Every winner of the shipped sm90.db has its kernels in the shipped sm90-modules.db (with dropout
-// too for GAT, as bench/ship-modules.sh compiles them): a fresh process on an H100/H200 that the
-// shipped database answers compiles nothing.
+// too for GAT, as bench/ship-modules.sh compiles them), and so do the winners of other models that
+// answer a zoo configuration with no row of its own model (models_alike): a fresh process on an
+// H100/H200 that the shipped database answers compiles nothing.
 TEST(Cli, ShippedModulesHoldEveryShippedWinner) {
   const fs::path tuning = fs::path(DFGNN_SOURCE_DIR) / "data/tuning";
   TempDir dir;
@@ -261,21 +265,40 @@ TEST(Cli, ShippedModulesHoldEveryShippedWinner) {
     sqlite3_stmt* q = nullptr;
     ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results", -1, &q,
                                  nullptr), SQLITE_OK);
-    std::ofstream all(every), gat_only(gat);
-    int rows = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-      const int model = sqlite3_column_int(q, 0);
-      const std::string line = fmt::format("{} {} {} {} {} {}\n", models[model], dtypes[sqlite3_column_int(q, 1)],
-                                           sqlite3_column_int(q, 2), sqlite3_column_int(q, 3),
-                                           passes[sqlite3_column_int(q, 4)],
-                                           reinterpret_cast<const char*>(sqlite3_column_text(q, 5)));
-      all << line;
-      if (model == 0) gat_only << line;
-      ++rows;
-    }
+    struct Row {
+      std::string model, dtype;
+      int heads, dim;
+      std::string pass, schedule;
+    };
+    std::vector<Row> rows;
+    while (sqlite3_step(q) == SQLITE_ROW)
+      rows.push_back({models[sqlite3_column_int(q, 0)], dtypes[sqlite3_column_int(q, 1)], sqlite3_column_int(q, 2),
+                      sqlite3_column_int(q, 3), passes[sqlite3_column_int(q, 4)],
+                      reinterpret_cast<const char*>(sqlite3_column_text(q, 5))});
     sqlite3_finalize(q);
     sqlite3_close(h);
-    ASSERT_GT(rows, 100);
+    ASSERT_GT(rows.size(), 100u);
+    // Zoo configurations without a row of their model: another model's rows on the op shape answer.
+    std::ifstream zoo(fs::path(DFGNN_SOURCE_DIR) / "bench/zoo.txt");
+    std::string text;
+    std::vector<Row> borrowed;
+    while (std::getline(zoo, text)) {
+      std::istringstream words(text.substr(0, text.find('#')));
+      Row c;
+      if (!(words >> c.model >> c.heads >> c.dim >> c.dtype)) continue;
+      const auto same_shape = [&](const Row& r) { return r.dtype == c.dtype && r.heads == c.heads && r.dim == c.dim; };
+      if (std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.model == c.model && same_shape(r); }))
+        continue;
+      for (const Row& r : rows)
+        if (same_shape(r)) borrowed.push_back({c.model, r.dtype, r.heads, r.dim, r.pass, r.schedule});
+    }
+    std::ofstream all(every), gat_only(gat);
+    for (const std::vector<Row>* list : {&rows, &borrowed})
+      for (const Row& r : *list) {
+        const std::string line = fmt::format("{} {} {} {} {} {}\n", r.model, r.dtype, r.heads, r.dim, r.pass, r.schedule);
+        all << line;
+        if (r.model == "gat") gat_only << line;
+      }
   }
   // Only the modules file is shipped here, so what is not in it is compiled (and counted).
   const std::string env = "export DFGNN_SHIPPED_DB=" + quote(tuning / "sm90-modules.db") + ";";

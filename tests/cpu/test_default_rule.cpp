@@ -275,7 +275,7 @@ TEST(DefaultRule, OnTheFitsOwnShapesNoTextIsFitted) {
   Json j = {{"format", "dfgnn-default-rule"},
             {"version", 1},
             {"nodes", {{{"leaf", 3}, {"schedules", {wide32, one_head8}}}}},
-            {"fit", {{"domain", {{"max_log2_edges", 30}, {"op_shapes", {{0, 0, 1, 7}, {0, 0, 8, 8}}}}}}}};
+            {"fit", {{"domain", {{"max_log2_edges", 30}, {"op_shapes", {{0, 0, 1, 7, 1}, {0, 0, 8, 8, 4}}}}}}}};
   const FittedRule seen = FittedRule::parse(j.dump());
   j["fit"]["domain"]["op_shapes"] = Json::array();
   const FittedRule unseen = FittedRule::parse(j.dump());
@@ -292,8 +292,16 @@ TEST(DefaultRule, OnTheFitsOwnShapesNoTextIsFitted) {
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(dfgnn::to_string(c->schedule), one_head8);
   EXPECT_EQ(c->rule, "fitted rule leaf 3");
+  // Off the fit's shapes (another alignment is another shape), the one-head text takes the mapping
+  // that spans the heads.
+  for (const FittedRule* rule : {&unseen, &seen}) {
+    const PassProblem p = rule == &seen ? problem(*g, heads.op, PassKind::Forward, 1) : heads;
+    const std::optional<DefaultChoice> spread = rule->choose(p);
+    ASSERT_TRUE(spread.has_value());
+    EXPECT_GT(spread->schedule.heads, 1) << dfgnn::to_string(spread->schedule);
+  }
   // Malformed shapes do not parse.
-  for (const Json& bad : {Json(7), Json::array({Json::array({0, 0, 1})}), Json::array({Json::array({0, 0, 1, "x"})})}) {
+  for (const Json& bad : {Json(7), Json::array({Json::array({0, 0, 1, 7})}), Json::array({Json::array({0, 0, 1, 7, "x"})})}) {
     j["fit"]["domain"]["op_shapes"] = bad;
     EXPECT_THROW(FittedRule::parse(j.dump()), dfgnn::Error) << bad.dump();
   }

@@ -308,6 +308,22 @@ TEST(Dispatch, AnotherModelsWinnerOnTheSameShapeAnswers) {
             std::string::npos);  // its own row: nothing to say
   const dfgnn_op_t wider = dfgnnOpDefault(DFGNN_MODEL_GATV2, DFGNN_DTYPE_FLOAT32, 1, 128);
   EXPECT_EQ(explain(ctx.get(), g.get(), wider).at("origin"), "default");
+  // Tuning on a miss tunes the op's own model: no other model answers (here the tuner cannot run,
+  // so the default does).
+  {
+    auto on_miss = context_on(dir.path / "user.db");
+    DFGNN_ASSERT_OK(dfgnnSetTuneMode(on_miss.get(), DFGNN_TUNE_ON_MISS));
+    EXPECT_EQ(explain(on_miss.get(), g.get(), gatv2).at("origin"), "default");
+  }
+  // Once GATv2 has a row of its own on this op shape (another graph's), its own rows answer or the
+  // default rule does: the Transformer's winner no longer.
+  auto other = hub_graph(make_context().get(), 7);
+  const std::string gatv2_winner = "subwarp:lanes=16,groups=16,team=1,vec=4,mid=0,threshold=0,chunk=0";
+  store_winner(dir.path / "user.db", other.get(), gatv2, gatv2_winner, schedule_of(make_context().get(), other.get(), gatv2));
+  auto fresh = context_on(dir.path / "user.db");
+  const nlohmann::json own = explain(fresh.get(), g.get(), gatv2);
+  EXPECT_EQ(own.at("origin_detail").get<std::string>().find("tuned for"), std::string::npos) << own.dump();
+  EXPECT_NE(own.at("schedule"), kWinner) << own.dump();
   EXPECT_EQ(dfgnn::models_alike(DFGNN_MODEL_GATV2),
             (std::vector<dfgnn_model_t>{DFGNN_MODEL_GAT, DFGNN_MODEL_TRANSFORMER, DFGNN_MODEL_AGNN}));
   for (int m = 0; m < DFGNN_NUM_MODELS; ++m)
@@ -665,7 +681,10 @@ TEST(DispatchOrigin, ForeignShippedDatabaseIsSkippedWithAReason) {
   dfgnn::db::EnvironmentInfo e = test_environment();
   e.gpu_name = "Other GPU";
   dfgnn::context_of(sibling.get()).dispatcher.set_environment(e);
-  EXPECT_EQ(explain(sibling.get(), g.get(), kOp).at("layer"), "shipped");
+  const nlohmann::json j = explain(sibling.get(), g.get(), kOp);
+  EXPECT_EQ(j.at("layer"), "shipped");
+  EXPECT_NE(j.at("origin_detail").get<std::string>().find(", tuned on " + dfgnn::db::environment_class(test_environment())),
+            std::string::npos) << j.dump();
   EXPECT_EQ(schedule_of(sibling.get(), g.get(), kOp), kWinner);
 }
 

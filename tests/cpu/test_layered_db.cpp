@@ -210,7 +210,7 @@ TEST(LayeredDb, AnotherGpuOfTheSameArchitectureAnswers) {
     EXPECT_EQ(r->layer, "shipped");
     EXPECT_FALSE(layered.find_exact(h100, op_gat(), fp_hash(2)).has_value());  // only the PCIe card has it
     EXPECT_EQ(layered.candidates_for(h100, op_gat()).size(), 1u);
-    EXPECT_TRUE(contains(log.text(), "holds no results for this GPU (" + dfgnn::db::environment_class(h100) +
+    EXPECT_TRUE(contains(log.text(), "holds no results of this build for this GPU (" + dfgnn::db::environment_class(h100) +
                                          "); it answers with those tuned on " + dfgnn::db::environment_class(h200())))
         << log.text();
   }
