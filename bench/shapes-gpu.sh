@@ -15,6 +15,10 @@
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
 #   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR, one part per device call: CONFIGS
 #           picks the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db first if needed
+#   accept  issue 24's acceptance through dfgnn.torch, after build or check: graphs the sweep did not use
+#           (ACCEPT_GRAPHS) tuned into OUTDIR/unseen.db for ACCEPT_CONFIGS ("model:H:D:dtype ..."), then
+#           bench/tuning_acceptance.py: the out-of-the-box default (shipped file, then rule) against tuned,
+#           within ACCEPT_SECONDS (240)
 #   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
 set -uo pipefail
@@ -141,6 +145,26 @@ case $phase in
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
     # The deadline counts from this phase's start (tune-site.sh's own clock starts at zero).
     SECONDS_LEFT=$(( ${SECONDS_LEFT:-1000000} - SECONDS )) bash bench/tune-site.sh build-gpu "$out" "$datasets"
+    ;;
+  accept)
+    graphs=${ACCEPT_GRAPHS:-"wiki-chameleon mesh-mdual snap-p2p-Gnutella08 snap-email-Eu-core tu-ENZYMES roget-thesaurus
+      celegans-neural cora-linqs-directed"}
+    configs=${ACCEPT_CONFIGS:-"gat:8:8:float32 gat:1:7:float32 transformer:4:64:float32 gatv2:1:128:float32"}
+    args=() names=()
+    for g in $graphs; do
+      if [ -d "$datasets/$g" ]; then args+=(--graph "$datasets/$g"); names+=("$g"); else echo "skipped $g: not in $datasets"; fi
+    done
+    accept_configs=()
+    for c in $configs; do
+      IFS=: read -r model heads dim dtype <<< "$c"
+      build-gpu/tools/dfgnn-tune "${args[@]}" --model "$model" --heads "$heads" --dim "$dim" --dtype "$dtype" \
+        --direction both --budget "${ACCEPT_BUDGET:-3}" --db "$out/unseen.db" > "$out/tune-unseen-$model-$heads-$dim-$dtype.log" 2>&1 ||
+        { tail -5 "$out/tune-unseen-$model-$heads-$dim-$dtype.log"; exit 1; }
+      accept_configs+=("$model:H$heads:D$dim:$dtype")
+    done
+    python3 bench/tuning_acceptance.py --db "$out/unseen.db" --datasets "$datasets" --graphs "$(IFS=,; echo "${names[*]}")" \
+      --configs "$(IFS=,; echo "${accept_configs[*]}")" --out "$out/accept" --budget-s "${ACCEPT_SECONDS:-240}" 2>&1 |
+      tee "$out/accept.log" | tail -40
     ;;
   pytest)
     SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \
