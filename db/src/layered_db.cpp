@@ -170,11 +170,11 @@ Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
     return {fmt::format("tuned by library {} with kernel source {}, this is library {} with kernel source {} (stale: "
                         "rebuild it with this version)",
                         same_class->library_version, same_class->template_hash, env.library_version, env.template_hash),
-            true};
+            true, {}};
   std::string classes;
   for (size_t i = 0; i < stamps.size() && i < 3; ++i) classes += (i ? "; " : "") + stamps[i].env_class;
   if (stamps.size() > 3) classes += fmt::format("; {} more", stamps.size() - 3);
-  return {fmt::format("tuned for another GPU ({}), this one is {}", classes, here)};
+  return {fmt::format("tuned for another GPU ({}), this one is {}", classes, here), false, {}};
 }
 
 }  // namespace
@@ -237,7 +237,7 @@ std::vector<fs::path> LayeredDb::default_shipped_paths() {
 
 void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
                                      const std::optional<EnvironmentInfo>& environment, const TuningDb::Options& db) {
-  LayerInfo info{kind, path, false, {}};
+  LayerInfo info{kind, path, false, {}, {}};
   const bool shipped = kind == LayerKind::Shipped;
   const std::string identity = file_identity(path);
   if (std::string damage = known_damage(identity); !damage.empty()) {  // logged when it was found
@@ -297,7 +297,7 @@ LayeredDb::LayeredDb(Options options) : policy_(options.db.policy) {
       no_user_reason_ = "no user database: none of DFGNN_CACHE_DIR, XDG_CACHE_HOME, HOME is set";
   }
   if (!user_path.empty()) {
-    LayerInfo info{LayerKind::User, user_path, false, {}};
+    LayerInfo info{LayerKind::User, user_path, false, {}, {}};
     try {
       user_ = TuningDb::open_user(user_path, options.db);
       identity_[user_.get()] = file_identity(user_path);
