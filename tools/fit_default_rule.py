@@ -523,8 +523,9 @@ def compare_variants(cases, params, names, nested=False):
     for name in names:
         v = VARIANTS[name]
         nodes = fit_rule(cases, params, v)
+        domain = max_log2_edges(cases)
         out[name] = {"leave_one_graph_out": validate(cases, params, v)["fitted"],
-                     "in_sample": summarise([rule_regret(nodes, c, cap, max_log2_edges(cases)) for c in cases]),
+                     "in_sample": summarise([rule_regret(nodes, c, cap, domain) for c in cases]),
                      "leaves": sum(1 for n in nodes if "leaf" in n)}
     if nested:
         regrets, picks = [], {}
@@ -534,7 +535,8 @@ def compare_variants(cases, params, names, nested=False):
             pick = max(names, key=lambda n: (inner[n], -names.index(n)))
             picks[g] = pick
             nodes = fit_rule(train, params, VARIANTS[pick])
-            regrets += [rule_regret(nodes, c, cap, max_log2_edges(train)) for c in cases if c["graph"] == g]
+            domain = max_log2_edges(train)
+            regrets += [rule_regret(nodes, c, cap, domain) for c in cases if c["graph"] == g]
         out["nested"] = {"leave_one_graph_out": summarise(regrets), "picks": picks}
     return out
 
@@ -564,6 +566,7 @@ def variants_markdown(result, names):
 def make_rule(cases, params, cases_doc_sha):
     nodes = fit_rule(cases, params)
     cap = params["regret_cap"]
+    domain = max_log2_edges(cases)
     return {
         "format": RULE_FORMAT,
         "version": RULE_VERSION,
@@ -573,7 +576,7 @@ def make_rule(cases, params, cases_doc_sha):
         "fit": {"params": params, "cases": len(cases), "graphs": len({c["graph"] for c in cases}),
                 "cases_sha256": cases_doc_sha,
                 # the graph sizes the rule saw: dispatch does not extrapolate it far past them
-                "domain": {"max_log2_edges": round(max_log2_edges(cases), 3),
+                "domain": {"max_log2_edges": round(domain, 3),
                            # the op shapes measured: on these the runtime takes a leaf's text as the fit
                            # scored it (raced there, else the hand rule) and fits no text to the shape
                            "op_shapes": sorted({(c["op"]["model"], c["op"]["dtype"], c["op"]["heads"], c["op"]["dim"],
@@ -581,7 +584,7 @@ def make_rule(cases, params, cases_doc_sha):
                 # cases the tuner's budget cut before every candidate was measured (None: not known)
                 "partly_measured_cases": (None if any(c.get("complete") is None for c in cases)
                                           else sum(1 for c in cases if not c["complete"])),
-                "in_sample": summarise([rule_regret(nodes, c, cap, max_log2_edges(cases)) for c in cases]),
+                "in_sample": summarise([rule_regret(nodes, c, cap, domain) for c in cases]),
                 "hand_rule": summarise([regret_of(c, c["default"], cap) for c in cases]),
                 # the leaf of every extract case, in extract order: the runtime's walk is checked against it
                 "case_leaves": [walk(nodes, c["fp"], c["op"])["leaf"] for c in cases]},

@@ -124,8 +124,8 @@ fs::path code_file() {
 // or the class of another GPU of this architecture whose results it answers with.
 struct Foreign {
   std::string reason;
-  bool stale = false;     // this GPU class, another build
-  std::string tuned_on;   // answers with this class's results (another GPU, same architecture)
+  bool stale = false;  // this GPU class, another build
+  std::optional<EnvironmentInfo> stand_in;  // answers as this GPU (another of the same architecture)
 };
 
 // "<gpu_name>|sm_<cc>|<sm_count>" split from the right (a GPU name may hold anything).
@@ -155,6 +155,7 @@ Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
   // Another GPU of this architecture, this build: schedules valid there are valid here, and its
   // winners are far nearer this GPU's than the default rule (an H100 reads the H200's sm90.db).
   const BuildStamp* sibling = nullptr;
+  std::optional<EnvironmentInfo> stand_in;
   int sibling_rank = 0;
   for (const BuildStamp& s : stamps) {
     const auto parsed = name_and_sms(s.env_class, env.compute_capability);
@@ -163,9 +164,12 @@ Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
     if (sibling == nullptr || rank > sibling_rank || (rank == sibling_rank && s.results > sibling->results)) {
       sibling = &s;
       sibling_rank = rank;
+      stand_in = env;
+      stand_in->gpu_name = parsed->first;
+      stand_in->sm_count = parsed->second;
     }
   }
-  if (sibling != nullptr) return {{}, false, sibling->env_class};
+  if (stand_in) return {{}, false, std::move(stand_in)};
   if (same_class != nullptr)
     return {fmt::format("tuned by library {} with kernel source {}, this is library {} with kernel source {} (stale: "
                         "rebuild it with this version)",
@@ -252,16 +256,12 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
     if (info.reason.empty()) {
       info.used = true;
       identity_[opened.get()] = identity;
-      if (!foreign.tuned_on.empty()) {
-        const auto [name, sms] = *name_and_sms(foreign.tuned_on, environment->compute_capability);
-        EnvironmentInfo as = *environment;
-        as.gpu_name = name;
-        as.sm_count = sms;
-        stand_in_[opened.get()] = std::move(as);
-        info.tuned_on = foreign.tuned_on;
+      if (foreign.stand_in) {
+        info.tuned_on = environment_class(*foreign.stand_in);
+        stand_in_[opened.get()] = *foreign.stand_in;
         log_once(spdlog::level::info, "{} tuning database {} holds no results of this build for this GPU ({}); it answers with those "
                  "tuned on {}, a GPU of the same architecture", layer_name(kind), path.string(),
-                 environment_class(*environment), foreign.tuned_on);
+                 environment_class(*environment), info.tuned_on);
       }
       (shipped ? shipped_ : sites_).push_back(std::move(opened));
     } else {

@@ -238,8 +238,8 @@ std::optional<DefaultChoice> FittedRule::choose(const PassProblem& problem) cons
   // An op shape of the fit: the fit scored the leaf's first text the tuner raced there, else the hand
   // rule, and its leaves hold texts for this shape where one pays. No text is fitted to it.
   const dfgnn_op_t& op = problem.op;
-  const int32_t variant = problem.max_vec + 16 * (op.edge_features ? 1 : 0);  // as the database keys it
-  if (op_shapes_.count({static_cast<int32_t>(op.model), static_cast<int32_t>(op.dtype), op.heads, op.dim, variant}) != 0)
+  if (op_shapes_.count({static_cast<int32_t>(op.model), static_cast<int32_t>(op.dtype), op.heads, op.dim,
+                        pack_key_bits(problem)}) != 0)
     return choose_text(problem, nullptr, false);
   // Where H > 1 heads need a fitted text, the text the leaf runs for one head of H * D channels (the
   // same bytes per node) is fitted, not the leaf's first, which is made for its widest op shape:

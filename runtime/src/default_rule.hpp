@@ -70,7 +70,7 @@ class FittedRule {
   std::vector<Node> nodes_;
   std::vector<Leaf> leaves_;
   std::optional<double> max_log2_edges_;  // none: the rule answers for every graph
-  // (model, dtype, heads, dim, variant: max_vec + 16 * edge features, as the database keys it) the fit measured
+  // (model, dtype, heads, dim, variant: the database's key bits, pack_key_bits) the fit measured
   std::set<std::array<int32_t, 5>> op_shapes_;
 };
 

@@ -115,12 +115,6 @@ std::shared_ptr<TuningHook> tuning_hook() {
   return registered_hook;
 }
 
-int32_t pack_key_bits(const KeyBits& bits) { return bits.max_vec + kEdgeFeaturesKeyBits * bits.edge_features; }
-
-KeyBits unpack_key_bits(int32_t key_bits) {
-  return {key_bits % kEdgeFeaturesKeyBits, key_bits / kEdgeFeaturesKeyBits};
-}
-
 db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
   db::OpKey k;
   k.model = op.model;
@@ -317,6 +311,12 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
   if (layers == nullptr) return std::nullopt;
   const db::EnvironmentInfo& env = environment();
   const dfgnn_fingerprint_t& fp = *problem.fingerprint;
+  // A row of another GPU of this architecture (a read-only layer's stand-in) says so in explain.
+  const auto answered_by = [&, here = db::environment_class(env)](Decision& d, db::TuningResult&& row) {
+    d.layer = row.layer;
+    if (row.env_class != here) d.tuned_on = row.env_class;
+    d.row = std::move(row);
+  };
   // Rows were validated against their own problem; the schedule must also suit this graph.
   auto usable = [&](const db::TuningResult& row, Schedule& out) {
     try {
@@ -332,9 +332,7 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
     Decision d;
     if (usable(*row, d.schedule)) {
       d.level = d.origin = DispatchLevel::Exact;
-      d.layer = row->layer;
-      if (row->env_class != db::environment_class(env)) d.tuned_on = row->env_class;
-      d.row = std::move(row);
+      answered_by(d, std::move(*row));
       return d;
     }
   }
@@ -370,9 +368,7 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
     db::TuningResult probe = near.front().second;
     probe.schedule = text;
     if (usable(probe, d.schedule)) {
-      d.layer = near.front().second.layer;
-      if (near.front().second.env_class != db::environment_class(env)) d.tuned_on = near.front().second.env_class;
-      d.row = std::move(near.front().second);
+      answered_by(d, std::move(near.front().second));
       return d;
     }
   }

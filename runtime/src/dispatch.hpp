@@ -72,16 +72,6 @@ std::shared_ptr<TuningHook> tuning_hook();
 
 enum class TuneMode { Off = 0, OnMiss = 1 };
 
-// The runtime's key bits beyond the op's shape, stored in the database's OpKey::key_bits: the
-// vector-width limit (it changes validity) and whether the op has edge features (other kernels,
-// other winners), packed as max_vec + kEdgeFeaturesKeyBits * edge_features.
-constexpr int32_t kEdgeFeaturesKeyBits = 16;
-struct KeyBits {
-  int32_t max_vec = 1;
-  int32_t edge_features = 0;
-};
-int32_t pack_key_bits(const KeyBits& bits);
-KeyBits unpack_key_bits(int32_t key_bits);  // unchecked: see row_problem for the range check
 // The database key of a pass.
 db::OpKey op_key(const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 // A fingerprint as the database keeps it (the database takes text and never parses it): its
@@ -125,11 +115,10 @@ class Dispatcher {
  private:
   // The database's answer for a problem whose fingerprint hashes to `hash`, under the op key `key`.
   std::optional<Decision> from_database(const PassProblem& problem, const std::string& hash, const db::OpKey& key);
-  // Whether some layer holds a row tuned for exactly the fingerprint `hash`: such a graph never takes
-  // a bucket-mate's answer. The fingerprint hashes of an op's rows are read once per op (op_part).
   // The op key whose rows answer an op (op_part): its own, or where no layer holds a row of its
   // model on this op shape, the most alike model's that has rows (models_alike; not when tuning on a
-  // miss, which tunes the op's own); and whether the graph `hash` has a row of it.
+  // miss, which tunes the op's own); and whether some layer holds a row of it tuned for exactly the
+  // fingerprint `hash` (such a graph never takes a bucket-mate's answer). Read once per op.
   std::pair<db::OpKey, bool> answering_rows(const std::string& hash, const std::string& op_part, const db::OpKey& own);
   const db::EnvironmentInfo& environment_locked();
 

@@ -91,6 +91,16 @@ Schedule parse_schedule(const std::string& text) {
   return s;
 }
 
+int32_t pack_key_bits(const KeyBits& bits) { return bits.max_vec + kEdgeFeaturesKeyBits * bits.edge_features; }
+
+int32_t pack_key_bits(const PassProblem& problem) {
+  return pack_key_bits({problem.max_vec, problem.op.edge_features ? 1 : 0});
+}
+
+KeyBits unpack_key_bits(int32_t key_bits) {
+  return {key_bits % kEdgeFeaturesKeyBits, key_bits / kEdgeFeaturesKeyBits};
+}
+
 SchedulePair parse_schedules(dfgnn_direction_t direction, const std::string& text) {
   const size_t bar = text.find('|');
   SchedulePair s;

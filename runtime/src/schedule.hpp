@@ -85,6 +85,18 @@ struct PassProblem {
   int32_t max_vec = 1;  // largest vector width the data's alignment allows (>= 1)
 };
 
+// The runtime's key bits beyond the op's shape, stored in the database's OpKey::key_bits: the
+// vector-width limit (it changes validity) and whether the op has edge features (other kernels,
+// other winners), packed as max_vec + kEdgeFeaturesKeyBits * edge_features.
+constexpr int32_t kEdgeFeaturesKeyBits = 16;
+struct KeyBits {
+  int32_t max_vec = 1;
+  int32_t edge_features = 0;
+};
+int32_t pack_key_bits(const KeyBits& bits);
+int32_t pack_key_bits(const PassProblem& problem);  // its max_vec and op.edge_features
+KeyBits unpack_key_bits(int32_t key_bits);  // unchecked: see row_problem for the range check
+
 // The solvers themselves (applicability, defaults, validity, search space, plans, launches):
 // solver.hpp; the default rule: default_rule.hpp.
 
