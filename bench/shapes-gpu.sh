@@ -10,6 +10,8 @@
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
 #   verify  on a fresh machine: the library and the Python package built at once, then dfgnn-verify --tiny
+#   prepare on a fresh machine, for accept and cold: the Python package and dfgnn-tune/dfgnn-db built at
+#           once, then the Python tests PYTEST_ARGS (default tests/python/test_shipped_db.py)
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
 #   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
@@ -17,8 +19,8 @@
 #           picks the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db first if needed
 #   accept  issue 24's acceptance through dfgnn.torch, after build or check: graphs the sweep did not use
 #           (ACCEPT_GRAPHS) tuned into OUTDIR/unseen.db for ACCEPT_CONFIGS ("model:H:D:dtype ..."), then
-#           bench/tuning_acceptance.py: the out-of-the-box default (shipped file, then rule) against tuned,
-#           within ACCEPT_SECONDS (240)
+#           bench/tuning_acceptance.py: the out-of-the-box default (shipped file, then rule) and the rule
+#           alone against tuned, by kernel time, within ACCEPT_SECONDS (240)
 #   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
 set -uo pipefail
@@ -107,6 +109,22 @@ case $phase in
     wait
     tail -2 "$out/python-install.log"
     ;;
+  prepare)
+    unpack_deps
+    BUDGET=400 T_INSTALL=400 STEPS=" " bash bench/run-python-gpu.sh "$out/python" "$datasets" > "$out/python-install.log" 2>&1 &
+    install_pid=$!
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1 &&
+      cmake --build build-gpu -j "$(nproc)" --target dfgnn-tune dfgnn-db > "$out/build.log" 2>&1 ||
+      { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
+    echo "built at $SECONDS s"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
+    wait $install_pid; tail -2 "$out/python-install.log"
+    echo "installed at $SECONDS s"
+    DFGNN_DATASETS=$PWD/$datasets timeout "${T_PYTEST:-200}" python3 -m pytest -q -p no:cacheprovider -rfs \
+      ${PYTEST_ARGS:-tests/python/test_shipped_db.py} > "$out/pytest.log" 2>&1
+    echo "pytest exit $?: $(tail -1 "$out/pytest.log")"
+    grep -E "^FAILED|^ERROR|^SKIPPED" "$out/pytest.log" | head -20
+    ;;
   ab)
     # The configurations that existed before (issue 23's no-regression check): this tree against
     # .ab/base.tgz (git archive of the older commit), the same schedules side by side, alternating
@@ -163,7 +181,8 @@ case $phase in
       accept_configs+=("$model:H$heads:D$dim:$dtype")
     done
     python3 bench/tuning_acceptance.py --db "$out/unseen.db" --datasets "$datasets" --graphs "$(IFS=,; echo "${names[*]}")" \
-      --configs "$(IFS=,; echo "${accept_configs[*]}")" --out "$out/accept" --budget-s "${ACCEPT_SECONDS:-240}" 2>&1 |
+      --configs "$(IFS=,; echo "${accept_configs[*]}")" --choices default,tuned,rule --out "$out/accept" \
+      --budget-s "${ACCEPT_SECONDS:-240}" 2>&1 |
       tee "$out/accept.log" | tail -40
     ;;
   pytest)

@@ -235,7 +235,9 @@ def test_summary_figures_on_synthetic_records():
 def test_summary_goals_met():
     cases = [record(str(i), 1.0, 0.8, 0.82, skewed=True) for i in range(5)]
     s = acc.summarize(cases)
-    assert all(g["met"] for name, g in s["goals"].items() if name != "default_within")
+    per_pass = ("default_within_per_pass", "default_worst_pass")
+    assert all(g["met"] for name, g in s["goals"].items() if name not in ("default_within",) + per_pass)
+    assert all(s["goals"][n]["met"] is None for n in per_pass)  # no kernel times: no per-pass verdicts
     assert s["goals"]["default_within"]["met"] is False  # default/tuned = 1.25 everywhere
 
 
@@ -246,6 +248,64 @@ def test_default_answered_by_a_database_row_is_left_out():
     s = acc.summarize([ok, shipped])
     assert s["tuned_exact"] == 1 and s["tuned_not_exact"] == ["b gat:H1:D8:float32 forward"]
     assert s["goals"]["tuned_slower"]["value"] == 0
+
+
+def test_default_answered_by_a_shipped_row_counts_and_a_site_row_does_not():
+    shipped = record("a", 1.0, 0.9, 0.9)
+    shipped["choices"]["default"]["passes"] = [{**p, "layer": "shipped"} for p in passes("nearest")]
+    site = record("b", 1.0, 0.9, 0.9)
+    site["choices"]["default"]["passes"] = [{**p, "layer": "site"} for p in passes("exact")]
+    tuned_from_shipped = record("c", 1.0, 0.9, 0.9)
+    tuned_from_shipped["choices"]["tuned"]["passes"] = [{**p, "layer": "shipped"} for p in passes("exact")]
+    rule_from_row = record("d", 1.0, 0.9, 0.9)
+    rule_from_row["choices"]["rule"] = {"median_ms": 1.0, "passes": [{**p, "layer": "shipped"} for p in passes("exact")]}
+    assert [acc.comparable(c) for c in (shipped, site, tuned_from_shipped, rule_from_row)] == [True, False, False, False]
+
+
+def gpu_record(graph, config, direction, kernels):
+    """A case with kernel times: kernels = {choice: {pass: us}}; every pass answered by the rule
+    (default, rule) or an exact site row (tuned)."""
+    ch = {n: {"median_ms": 1.0, "kernel_us": k, "kernel_total_us": sum(k.values()),
+              "passes": passes("exact" if n == "tuned" else "default")} for n, k in kernels.items()}
+    return acc.case_ratios({"graph": graph, "config": config, "direction": direction, "skewed": False, "choices": ch})
+
+
+def test_gpu_clock_ratios_and_per_pass_goals():
+    f = gpu_record("g", "gat", "forward", {"default": {"forward": 11.0}, "tuned": {"forward": 10.0},
+                                           "rule": {"forward": 20.0}})
+    assert f["clock"] == "gpu" and f["ratios"]["default_over_tuned"] == pytest.approx(1.1)
+    assert f["host_ratios"]["default_over_tuned"] == pytest.approx(1.0)  # the events' times, beside
+    assert f["pass_ratios"] == {"forward": {"default_over_tuned": pytest.approx(1.1),
+                                            "rule_over_tuned": pytest.approx(2.0)}}
+    # forward+backward: its forward pass is not counted again; the backward passes are
+    fb = gpu_record("g", "gat", "forward+backward",
+                    {"default": {"forward": 30.0, "backward_row": 13.0, "backward_col": 10.0},
+                     "tuned": {"forward": 10.0, "backward_row": 10.0, "backward_col": 10.0},
+                     "rule": {"forward": 10.0, "backward_row": 10.0, "backward_col": 10.0}})
+    s = acc.summarize([f, fb])
+    g = s["goals"]
+    assert s["clock"] == ["gpu"]
+    assert g["default_within_per_pass"]["value"] == pytest.approx(2 / 3)  # 1.1, 1.3, 1.0
+    assert g["default_worst_pass"]["value"] == pytest.approx(1.3) and g["default_worst_pass"]["met"] is False
+    assert s["worst_passes"] == [["g gat backward_row", pytest.approx(1.3)]]
+    assert s["rule_within_per_pass"] == pytest.approx(2 / 3)
+    # one choice without kernel times: the whole case falls back to the host clock
+    host = gpu_record("h", "gat", "forward", {"default": {"forward": 11.0}, "tuned": {"forward": 10.0}})
+    del host["choices"]["default"]["kernel_us"]
+    assert acc.case_ratios(host)["clock"] == "host" and "pass_ratios" not in host
+
+
+def test_split_blocks_counts_dfgnn_kernels_between_fences():
+    k = [("spin_kernel", 0, 1), ("dfgnn_Forward_x", 1, 4.0), ("elementwise", 2, 9.0), ("spin_kernel", 3, 1),
+         ("dfgnn_Forward_x", 4, 100.0),  # a warm-up between blocks: not counted
+         ("spin_kernel", 5, 1), ("dfgnn_BackwardRow_y", 6, 6.0), ("dfgnn_reduce_nodes_stage2", 7, 2.0),
+         ("dfgnn_BackwardCol_z", 8, 4.0), ("spin_kernel", 9, 1)]
+    assert acc.split_blocks(list(reversed(k)), 2, 2) == [{"forward": 2.0}, {"backward_row": 4.0, "backward_col": 2.0}]
+    with pytest.raises(RuntimeError, match="marker kernels"):
+        acc.split_blocks(k[:-1], 2, 2)
+    summary = acc.kernel_summary([{"forward": 1.0}, {"forward": 3.0, "backward_row": 1.0}, {"forward": 2.0}])
+    assert summary == {"kernel_us": {"backward_row": 0.0, "forward": 2.0}, "kernel_total_us": 2.0}
+    assert acc.block_order(["a", "b"], 2) == [(0, "a"), (0, "b"), (1, "b"), (1, "a")]
 
 
 def test_graph_names(tmp_path):
@@ -326,6 +386,10 @@ def test_interleave_order_switches_and_stability():
     assert out["b"]["passes"] == [{"schedule": "y"}] and not out["b"]["stable"]
     assert [c["round"] for c in out["b"]["changes"]] == [2]
     assert calls["n"] == 6  # warm-up calls only (timing is time_calls's job)
+    fences = []
+    acc.interleave(["a", "b"], 2, 1, 0, lambda c: fences.append(c), call,
+                   lambda n: fences.append("t") or [0.0] * n, check, mark=lambda: fences.append("|"))
+    assert fences == ["a", "|", "t", "|", "b", "|", "t", "|", "b", "|", "t", "|", "a", "|", "t", "|"]
 
 
 def test_plan_calls():
@@ -383,7 +447,8 @@ def test_parse_args(tmp_path):
                         "--configs", "transformer:H1:D128:float32, gat:H1:D128:float32", "--iters", "12"])
     assert a.graph_list == ["cora", "pubmed"] and [c.label for c in a.config_list] == [
         "transformer:H1:D128:float32", "gat:H1:D128:float32"]
-    assert a.direction_list == ["forward", "forward+backward"] and a.choice_list == ["default", "tuned", "nearest"]
+    assert a.direction_list == ["forward", "forward+backward"] and a.choice_list == ["default", "tuned", "nearest",
+                                                                                    "rule"]
     assert a.iters == 12 and a.rounds == 5 and a.budget_s == 300.0 and not a.hand
     assert a.module_cache == tmp_path / "o" / "work" / "modules.db"
     base = ["--db", str(db), "--graphs", "cora", "--configs", "gat:H1:D8", "--out", str(tmp_path)]
@@ -414,9 +479,10 @@ def test_cpu_smoke_run(tmp_path, cora_path, graphs, op):
     assert all(c.get("skipped", "").startswith("graph not loaded") for c in cases if c["graph"] == "nope-graph")
     hand_differs = []
     for c in measured:
-        assert set(c["choices"]) == {"default", "tuned", "nearest", "hand"}
+        assert set(c["choices"]) == {"default", "tuned", "nearest", "rule", "hand"}
         hand = c["choices"].pop("hand")  # from the child process, which timed hand beside its own tuned
-        hand_differs.append(hand["schedules"] != c["choices"]["default"]["schedules"])
+        hand_differs.append(hand["schedules"] != c["choices"]["rule"]["schedules"])
+        assert c["clock"] == "host"  # no GPU: no kernel times
         assert hand["count"] == 4 and hand["tuned_median_ms"] > 0 and hand["process"].startswith("child")
         assert c["ratios"]["hand_over_tuned"] == pytest.approx(hand["median_ms"] / hand["tuned_median_ms"])
         for ch in c["choices"].values():
