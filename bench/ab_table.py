@@ -58,15 +58,16 @@ if sys.argv[1] == "--dispatch":
     dispatch(sys.argv[2])
     sys.exit(0)
 out, count = sys.argv[1], int(sys.argv[2])
-print("| model | H | D | direction | schedule | base ms | new ms | new/base |")
-print("|---|---:|---:|---|---|---:|---:|---:|")
+print("| graph | model | H | D | direction | schedule | base ms | new ms | new/base |")
+print("|---|---|---:|---:|---|---|---:|---:|---:|")
 for k in range(1, count + 1):
     # rows paired by schedule text: dispatch's choice of each version ("default" marks it) and any named
     # schedule both timed (AB_SCHEDULES); a default the other version did not time stands alone
-    rows, defaults = {}, {}
+    rows, defaults, graph = {}, {}, ""
     for v in ("base", "new"):
         data = load(f"{out}/ab-{v}-{k}.json")
         for g in (data or {}).get("graphs", []):
+            graph = g.get("name", graph)
             for r in g["results"]:
                 if r.get("median_ms") is None:
                     continue
@@ -79,5 +80,5 @@ for k in range(1, count + 1):
                         if defaults.get((model, h, d, direction), {}).get(v) == schedule)
         b, n = pair.get("base"), pair.get("new")
         ratio = f"{n / b:.3f}" if b and n else ""
-        print(f"| {model} | {h} | {d} | {direction} | `{schedule}`{marks} | {'' if b is None else f'{b:.3f}'} | "
+        print(f"| {graph} | {model} | {h} | {d} | {direction} | `{schedule}`{marks} | {'' if b is None else f'{b:.3f}'} | "
               f"{'' if n is None else f'{n:.3f}'} | {ratio} |")

@@ -13,7 +13,8 @@
 #   prepare on a fresh machine, for accept and cold: the Python package and dfgnn-tune/dfgnn-db built at
 #           once, then the Python tests PYTEST_ARGS (default tests/python/test_shipped_db.py)
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
-#   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules
+#   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules;
+#           with AB_CASES=FILE, that file's (graph, op, schedules) lines instead (bench/ab-empty-rows.txt)
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
 #   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR, one part per device call: CONFIGS
 #           picks the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db first if needed
@@ -135,8 +136,28 @@ case $phase in
       > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench \
       > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
     cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench > "$out/ab-new-build.log" 2>&1 || exit 1
-    configs=("transformer 1 128 32" "transformer 4 64 16" "gat 1 128 32" "gatv2 1 128 32")
     k=0
+    if [ -n "${AB_CASES:-}" ]; then
+      # A cases file instead: lines "GRAPH | MODEL HEADS DIM | SCHEDULES" (GRAPH: a dataset under DATASETS or
+      # "--rmat SCALE"; SCHEDULES as dfgnn-bench --schedules takes them), '#' comments.
+      while IFS='|' read -r graph config sched; do
+        case $graph in ''|'#'*) continue ;; esac
+        graph=$(echo $graph) sched=$(echo $sched)
+        case $graph in --*) ;; *) graph="--graph $datasets/$graph" ;; esac
+        read -r model heads dim <<< "$config"
+        k=$((k + 1))
+        order=(base new); [ $((k % 2)) = 0 ] && order=(new base)
+        for v in "${order[@]}"; do
+          dir=build-gpu; [ $v = base ] && dir=$base/build
+          $dir/tools/dfgnn-bench $graph --model $model --heads $heads --dim $dim --direction both --schedules "$sched" \
+            --warmup 10 --iters "${AB_ITERS:-100}" --no-baseline --json "$out/ab-$v-$k.json" > "$out/ab-$v-$k.txt" 2>&1 ||
+            tail -3 "$out/ab-$v-$k.txt"
+        done
+      done < "$AB_CASES"
+      python3 bench/ab_table.py "$out" "$k" 2>&1 | tail -60 || true
+      exit 0
+    fi
+    configs=("transformer 1 128 32" "transformer 4 64 16" "gat 1 128 32" "gatv2 1 128 32")
     for graph in "--rmat 20" "--graph $datasets/pubmed"; do
       for c in "${configs[@]}"; do
         read -r model heads dim lanes <<< "$c"

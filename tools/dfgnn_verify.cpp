@@ -61,6 +61,8 @@ std::vector<NamedGraph> corpus(dfgnn_context_t ctx, const std::string& repo, con
     graphs.push_back({"cora", g, false});
     check(dfgnnGraphCreatePlantedHubs(ctx, 3000, 3, 1, 2500, 4, nullptr, &g), "hub");
     graphs.push_back({"hub-2500", g, false});
+    // 3000 rows without edges in a row, as a mini-batch graph's outer hop: cut into small row groups
+    graphs.push_back({"isolated-half", isolated_nodes_graph(ctx), false});
     return graphs;
   }
   check(dfgnnGraphCreateFromFile(ctx, (fs::path(repo) / "data/cora").c_str(), nullptr, &g), "cora");
@@ -104,7 +106,7 @@ int run(int argc, char** argv) {
     ("repo", po::value(&repo)->default_value("."), "repository root (for data/cora)")
     ("datasets", po::value(&datasets), "directory of real datasets (pubmed, blogcatalog, snap-email-Enron, tu-PROTEINS)")
     ("quick", "small corpus and dims (for the GPU test label)")
-    ("tiny", "two small graphs, float32 and bfloat16, three shapes (for compute-sanitizer)")
+    ("tiny", "three small graphs, float32 and bfloat16, three shapes (for compute-sanitizer)")
     ("real", "only R-MAT and the real graphs of --datasets (with their reduced dims)")
     ("all-schedules", "every candidate schedule (float32, H=4, D=64) instead of one per solver")
     ("report", po::value(&report), "write a Markdown report to this file")

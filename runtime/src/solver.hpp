@@ -100,6 +100,13 @@ int32_t default_group_heads(const dfgnn_op_t& op, int32_t vec);
 namespace solvers {
 
 constexpr int32_t kMaxTeamSharedBytes = 48 * 1024;
+// The most consecutive rows without edges an edge_balanced row group holds. Its kernel splits a
+// group's edges, not its rows, over the lane groups, so such rows all fall to the one lane group
+// whose share holds their position and run one after another: 810 of them on cora-linqs-directed
+// (uncited papers, numbered last) made GAT D = 7's forward 10.9x slower than subwarp
+// (bench/results/2026-12-06d-acceptance.md). Longer runs are cut into groups of this many rows,
+// whose blocks run side by side; mini-batch graphs end in such runs (the outer hop's nodes).
+constexpr int32_t kMaxEmptyRowsInGroup = 4;
 // The default hub threshold and chunk (edges) for groups of `lanes` lanes: 256 measured best on
 // blogcatalog and Enron for full warps; groups of fewer lanes split at 128, which the tuner chose
 // every time on R-MAT 2^20 for (8, 8) and D = 3 and 7, 1.07-1.47x faster than 256

@@ -15,6 +15,7 @@
 #include "graph.hpp"
 #include "plan.hpp"
 #include "schedule.hpp"
+#include "solver.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -203,7 +204,15 @@ void check_plan(const dfgnn::Compressed& c, const Schedule& s, const HostPlan& p
         EXPECT_EQ(end_edge, c.ptr[end]);
         const int32_t cost = end_edge - begin_edge + end - first;
         if (end - first > 1) EXPECT_LE(cost, s.chunk) << "row group [" << first << ", " << end << ")";
-        if (end < n && c.degree(end) < threshold)
+        int32_t empty_run = 0, trailing_empty = 0;  // the longest run of rows without edges, the run that ends it
+        for (int32_t i = first; i < end; ++i) {
+          trailing_empty = c.degree(i) == 0 ? trailing_empty + 1 : 0;
+          empty_run = std::max(empty_run, trailing_empty);
+        }
+        EXPECT_LE(empty_run, dfgnn::solvers::kMaxEmptyRowsInGroup) << "row group [" << first << ", " << end << ")";
+        const bool cut_for_empty = end < n && c.degree(end) == 0 &&
+                                   trailing_empty == dfgnn::solvers::kMaxEmptyRowsInGroup;
+        if (end < n && c.degree(end) < threshold && !cut_for_empty)
           EXPECT_GT(cost + c.degree(end) + 1, s.chunk) << "row group [" << first << ", " << end << ") cut early";
         for (int32_t i = first; i < end; ++i) ++in_ranges[i];
         next = end;
@@ -442,6 +451,15 @@ TEST(Plan, EdgeBalancedHandWorked) {
   EXPECT_EQ(split.parts[0].segments.size(), 20u);
   EXPECT_EQ(describe(split.parts[1]), describe(row_groups(4, {{1, 2, 5, 5}})));
   check_plan(g->csr(), tiny, split);
+
+  // Rows without edges: at most kMaxEmptyRowsInGroup (4) in a row of a group, so of the 9 after
+  // row 0, 4 end row 0's group, 4 fill a group of their own and the ninth starts the group of rows
+  // 10 and 11 (cost 1 + 3 + 2); chunk 64 alone would have held all 12 rows in one group.
+  const auto runs = graph_with_degrees({3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1});
+  const Schedule roomy = edge_balanced(16, 4, 64);
+  const HostPlan cut = dfgnn::make_plan(runs->csr(), roomy);
+  EXPECT_EQ(describe_parts(cut.parts), describe_parts({row_groups(16, {{0, 5, 0, 3}, {5, 9, 3, 3}, {9, 12, 3, 6}})}));
+  check_plan(runs->csr(), roomy, cut);
 
   // No nodes: no parts at all (nothing to launch).
   const auto empty = graph_with_degrees({});

@@ -69,13 +69,15 @@ class EdgeBalancedSolver final : public Solver {
     // Consecutive rows gathered into groups costing at most block_edges(); a row with more edges
     // is split instead, into pieces of block_edges() / groups edges, one lane group's part of a
     // block's edges (whole-chunk pieces on one group each made hubs the tail, up to 3.9x slower
-    // on blogcatalog), and ends the group before it.
+    // on blogcatalog), and ends the group before it. A group holds at most
+    // kMaxEmptyRowsInGroup consecutive rows without edges (see there).
     HostPlan plan;
     const int32_t edges = s.block_edges(), piece = std::max(1, edges / s.groups);
     HostPlan::Part chunks{.kind = HostPlan::Part::Kind::Chunks, .lanes = s.lanes};
     HostPlan::Part groups{.kind = HostPlan::Part::Kind::RowGroups, .lanes = s.lanes};
     int32_t first = 0;
     int64_t cost = 0;  // 64 bits: a group's cost plus the next row's may pass 2^31 when block_edges() is large
+    int32_t empty_run = 0;  // rows without edges that end the group so far
     auto close = [&](int32_t end) {
       if (end > first) groups.segments.push_back({first, end, rows.begin(first), rows.begin(end)});
     };
@@ -86,14 +88,18 @@ class EdgeBalancedSolver final : public Solver {
         solvers::split_row({i, rows.begin(i), rows.end(i)}, piece, plan, chunks);
         first = i + 1;
         cost = 0;
+        empty_run = 0;
         continue;
       }
-      if (cost + degree + 1 > edges && i > first) {
+      const bool full = cost + degree + 1 > edges || (degree == 0 && empty_run == solvers::kMaxEmptyRowsInGroup);
+      if (full && i > first) {
         close(i);
         first = i;
         cost = 0;
+        empty_run = 0;
       }
       cost += int64_t{degree} + 1;
+      empty_run = degree == 0 ? empty_run + 1 : 0;
     }
     close(rows.rows);
     if (!chunks.segments.empty()) plan.parts.push_back(std::move(chunks));
