@@ -139,6 +139,10 @@ std::optional<std::pair<std::string, int32_t>> name_and_sms(const std::string& e
 }
 
 Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
+  // The usual case first, by an index seek: results of this GPU class and this build.
+  if (!env.library_version.empty() && !env.template_hash.empty() &&
+      db.holds_build(environment_class(env), env.library_version, env.template_hash))
+    return {};
   const std::vector<BuildStamp> stamps = db.build_stamps();
   if (stamps.empty()) return {};  // empty: nothing to skip
   const std::string here = environment_class(env);

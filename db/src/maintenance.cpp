@@ -625,6 +625,19 @@ DbStats TuningDb::stats() {
   return s;
 }
 
+bool TuningDb::holds_build(const std::string& env_class, const std::string& library_version,
+                           const std::string& template_hash) {
+  std::lock_guard lock(mutex_);
+  bool found = false;
+  read_transaction(*conn_, [&] {
+    Query q(*conn_,
+            "SELECT 1 FROM results WHERE env_class = ?1 AND template_hash = ?2 AND library_version = ?3 LIMIT 1");
+    q.bind(1, env_class).bind(2, template_hash).bind(3, library_version);
+    found = q.step();
+  });
+  return found;
+}
+
 std::vector<BuildStamp> TuningDb::build_stamps() {
   std::lock_guard lock(mutex_);
   std::vector<BuildStamp> out;

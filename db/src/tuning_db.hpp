@@ -398,6 +398,9 @@ class TuningDb {
   DbStats stats();
   // The (environment class, build stamp) pairs of the results, most results first.
   std::vector<BuildStamp> build_stamps();
+  // Whether any result has this class and build stamp: an index seek, where build_stamps scans
+  // every result (a process's first dispatch asks it of every read-only layer).
+  bool holds_build(const std::string& env_class, const std::string& library_version, const std::string& template_hash);
   int schema_version() const { return schema_version_; }
 
  private:

@@ -95,9 +95,12 @@ class Dispatcher {
   // The layered database (opened on first use), or null when none could be opened. Shared, so a
   // lookup in flight keeps it alive through a concurrent set_database.
   std::shared_ptr<db::LayeredDb> database();
-  // This process's GPU and build (needs a device); tests may inject one (the layers are then
-  // reopened, so that site and shipped databases of another GPU or build are skipped).
+  // This process's GPU and build (needs a device), as lookups need it: nvrtc_version is 0 unless
+  // injected. Tests may inject one (the layers are then reopened, so that site and shipped
+  // databases of another GPU or build are skipped).
   const db::EnvironmentInfo& environment();
+  // The same with NVRTC's version (0 without NVRTC), as stored with tuning results.
+  db::EnvironmentInfo environment_for_writes();
   void set_environment(db::EnvironmentInfo env);
   // An environment was injected or a device can report one (else only the default rule applies).
   bool environment_known();

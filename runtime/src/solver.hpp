@@ -104,7 +104,7 @@ constexpr int32_t kMaxTeamSharedBytes = 48 * 1024;
 // group's edges, not its rows, over the lane groups, so such rows all fall to the one lane group
 // whose share holds their position and run one after another: 810 of them on cora-linqs-directed
 // (uncited papers, numbered last) made GAT D = 7's forward 10.9x slower than subwarp
-// (bench/results/2026-12-06d-acceptance.md). Longer runs are cut into groups of this many rows,
+// (bench/results/2026-12-06d-h100.md). Longer runs are cut into groups of this many rows,
 // whose blocks run side by side; mini-batch graphs end in such runs (the outer hop's nodes).
 constexpr int32_t kMaxEmptyRowsInGroup = 4;
 // The default hub threshold and chunk (edges) for groups of `lanes` lanes: 256 measured best on

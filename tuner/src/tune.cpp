@@ -385,7 +385,7 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
     t.regimes[text] = {stats::median_of(r.isolated), r.gpu.empty() ? 0.0 : stats::median_of(r.gpu)};
 
   db::TuningRun run;
-  run.environment = ctx.dispatcher.environment();
+  run.environment = ctx.dispatcher.environment_for_writes();
   run.op = op_key(op, pass, max_vec);
   run.fingerprint = db_fingerprint(*problem.fingerprint);
   run.default_schedule = candidates[0].text;
