@@ -260,6 +260,7 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
     if (info.reason.empty()) {
       info.used = true;
       identity_[opened.get()] = identity;
+      if (!opened->has_results()) results_free_.insert(opened.get());
       if (foreign.stand_in) {
         info.tuned_on = environment_class(*foreign.stand_in);
         stand_in_[opened.get()] = *foreign.stand_in;
@@ -326,8 +327,9 @@ LayeredDb::LayeredDb(Options options) : policy_(options.db.policy) {
 }
 
 template <typename F>
-void LayeredDb::each_layer(const char* what, F&& f) {
+void LayeredDb::each_layer(const char* what, bool results, F&& f) {
   auto visit = [&](TuningDb& db, LayerKind kind) {
+    if (results && results_free_.count(&db) > 0) return false;  // filled in by the constructor: read-only here
     const auto known = identity_.find(&db);  // filled in by the constructor: read-only here
     const std::string identity = known != identity_.end() ? known->second : std::string();
     {
@@ -377,7 +379,7 @@ const EnvironmentInfo& LayeredDb::as_seen_by(const TuningDb& db, const Environme
 std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current, const OpKey& op,
                                                   const std::string& hash) {
   std::optional<TuningResult> found;
-  each_layer("lookup", [&](TuningDb& db, LayerKind kind) {
+  each_layer("lookup", true, [&](TuningDb& db, LayerKind kind) {
     found = db.find_exact(as_seen_by(db, current), op, hash);
     if (found) found->layer = layer_name(kind);
     return found.has_value();
@@ -388,7 +390,7 @@ std::optional<TuningResult> LayeredDb::find_exact(const EnvironmentInfo& current
 std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& current, const OpKey& op,
                                                     const std::optional<std::string>& bucket_key) {
   std::map<std::string, TuningResult> by_fingerprint;
-  each_layer("candidate search", [&](TuningDb& db, LayerKind kind) {
+  each_layer("candidate search", true, [&](TuningDb& db, LayerKind kind) {
     for (TuningResult& r : db.candidates_for(as_seen_by(db, current), op, bucket_key)) {
       r.layer = layer_name(kind);
       by_fingerprint.try_emplace(r.fingerprint_hash, std::move(r));  // a higher layer was first
@@ -404,7 +406,7 @@ std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& curre
 std::optional<ModuleRecord> LayeredDb::get_module(const std::string& key, const std::string& template_hash,
                                                   int32_t nvrtc_version, int32_t arch) {
   std::optional<ModuleRecord> found;
-  each_layer("module lookup", [&](TuningDb& db, LayerKind kind) {
+  each_layer("module lookup", false, [&](TuningDb& db, LayerKind kind) {
     found = db.get_module(key, template_hash, nvrtc_version, arch);
     if (found) {
       found->layer = layer_name(kind);
@@ -417,7 +419,7 @@ std::optional<ModuleRecord> LayeredDb::get_module(const std::string& key, const 
 
 std::vector<CandidateStat> LayeredDb::pooled_candidates(const TuningResult& row) {
   std::vector<CandidateStat> out;
-  each_layer("candidate statistics", [&](TuningDb& db, LayerKind) {
+  each_layer("candidate statistics", true, [&](TuningDb& db, LayerKind) {
     if (db.path().string() != row.source) return false;
     out = db.pooled_candidates(row.id);
     return true;

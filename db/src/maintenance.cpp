@@ -625,6 +625,16 @@ DbStats TuningDb::stats() {
   return s;
 }
 
+bool TuningDb::has_results() {
+  std::lock_guard lock(mutex_);
+  bool found = false;
+  read_transaction(*conn_, [&] {
+    Query q(*conn_, "SELECT 1 FROM results LIMIT 1");
+    found = q.step();
+  });
+  return found;
+}
+
 bool TuningDb::holds_build(const std::string& env_class, const std::string& library_version,
                            const std::string& template_hash) {
   std::lock_guard lock(mutex_);

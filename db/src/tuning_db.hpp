@@ -58,6 +58,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -396,6 +397,8 @@ class TuningDb {
   // All results (optionally of one environment class), valid or not, for listing.
   std::vector<ListedResult> list(const std::optional<std::string>& env_class = std::nullopt);
   DbStats stats();
+  // Whether the file holds any result.
+  bool has_results();
   // The (environment class, build stamp) pairs of the results, most results first.
   std::vector<BuildStamp> build_stamps();
   // Whether any result has this class and build stamp: an index seek, where build_stamps scans
@@ -505,9 +508,10 @@ class LayeredDb {
   void put_module(const ModuleRecord& module);
 
  private:
-  // Calls f(db, kind) for each readable layer in priority order until it returns true.
+  // Calls f(db, kind) for each readable layer in priority order until it returns true; with
+  // `results`, read-only layers that hold no results (a shipped modules file) are passed over.
   template <typename F>
-  void each_layer(const char* what, F&& f);
+  void each_layer(const char* what, bool results, F&& f);
   void open_read_only_layer(const std::filesystem::path& path, LayerKind kind,
                             const std::optional<EnvironmentInfo>& environment, const TuningDb::Options& db);
 
@@ -526,6 +530,8 @@ class LayeredDb {
   // A read-only layer with no results of this GPU's class, read for another GPU of its architecture:
   // the environment its lookups are made as.
   std::map<const TuningDb*, EnvironmentInfo> stand_in_;
+  // Read-only layers without results (immutable files: they never gain any).
+  std::set<const TuningDb*> results_free_;
   const EnvironmentInfo& as_seen_by(const TuningDb& db, const EnvironmentInfo& current) const;
 };
 
