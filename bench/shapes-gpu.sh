@@ -10,6 +10,7 @@
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
 #   verify  on a fresh machine: the library and the Python package built at once, then dfgnn-verify --tiny
+#   quick   a fresh machine, little device time: dfgnn-verify --tiny, then dfgnn-bench of this build on AB_CASES
 #   prepare on a fresh machine, for accept and cold: the Python package and dfgnn-tune/dfgnn-db built at
 #           once, then the Python tests PYTEST_ARGS (default tests/python/test_shipped_db.py)
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
@@ -109,6 +110,29 @@ case $phase in
     grep FAIL "$out/verify-tiny.log" | head -10
     wait
     tail -2 "$out/python-install.log"
+    ;;
+  quick)
+    # A fresh machine with little device time: dfgnn-verify and dfgnn-bench only, dfgnn-verify --tiny
+    # within T_VERIFY (120), then this build alone on AB_CASES's lines (no base build).
+    unpack_deps
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1 &&
+      cmake --build build-gpu -j "$(nproc)" --target dfgnn-verify dfgnn-bench > "$out/build.log" 2>&1 ||
+      { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
+    echo "built at $SECONDS s"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
+    timeout "${T_VERIFY:-120}" build-gpu/tools/dfgnn-verify --tiny --repo . --threads 16 > "$out/verify-tiny.log" 2>&1
+    echo "dfgnn-verify --tiny exit $? at $SECONDS s: $(grep -E 'cases:|prepared' "$out/verify-tiny.log" | tr '\n' ' ')"
+    grep FAIL "$out/verify-tiny.log" | head -10
+    k=0
+    while IFS='|' read -r graph config sched; do
+      case $graph in ''|'#'*) continue ;; esac
+      graph=$(echo $graph) sched=$(echo $sched)
+      read -r model heads dim <<< "$config"
+      k=$((k + 1))
+      build-gpu/tools/dfgnn-bench --graph "$datasets/$graph" --model $model --heads $heads --dim $dim --direction both \
+        --schedules "$sched" --warmup 10 --iters 60 --no-baseline --json "$out/bench-$k.json" > "$out/bench-$k.txt" 2>&1
+      grep -E "ms|error" "$out/bench-$k.txt" | head -8
+    done < "${AB_CASES:-/dev/null}"
     ;;
   prepare)
     unpack_deps
