@@ -60,6 +60,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: the zoo, and shapes.py's kernel names
+from shapes import kernel_pass as shapes_kernel_pass  # noqa: E402
+from zoo import read_zoo  # noqa: E402
+
 CHOICES = ("default", "tuned", "nearest", "rule")
 # The dispatch levels (explain's origin) each choice should be answered by.
 EXPECTED_ORIGINS = {"default": {"default", "exact", "nearest"}, "tuned": {"exact"}, "nearest": {"nearest", "default"},
@@ -118,8 +122,6 @@ def parse_config(text):
 
 
 def zoo_configs():
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from zoo import read_zoo
     return [Config(m, h, d, t) for m, h, d, t in read_zoo()]
 
 
@@ -558,14 +560,10 @@ def block_order(choices, rounds):
 
 
 def kernel_pass(name):
-    """The pass a CUDA kernel belongs to, by name; None for kernels that are not dfgnn's."""
-    if "dfgnn" not in name:
-        return None
-    if "BackwardCol" in name:
-        return "backward_col"
-    if "Forward" in name:
-        return "forward"
-    return "backward_row"  # the row pass and the node reductions that finish it
+    """The pass a CUDA kernel belongs to, by name (bench/shapes.py's reading), with the node reductions
+    counted in the backward row pass they finish; None for kernels that are not dfgnn's."""
+    p = shapes_kernel_pass(name)
+    return "backward_row" if p == "helpers" else p
 
 
 def split_blocks(kernels, blocks, calls):
