@@ -127,9 +127,10 @@ case $phase in
     while IFS='|' read -r graph config sched; do
       case $graph in ''|'#'*) continue ;; esac
       graph=$(echo $graph) sched=$(echo $sched)
+      case $graph in --*) ;; *) graph="--graph $datasets/$graph" ;; esac
       read -r model heads dim <<< "$config"
       k=$((k + 1))
-      build-gpu/tools/dfgnn-bench --graph "$datasets/$graph" --model $model --heads $heads --dim $dim --direction both \
+      build-gpu/tools/dfgnn-bench $graph --model $model --heads $heads --dim $dim --direction both \
         --schedules "$sched" --warmup 10 --iters 60 --no-baseline --json "$out/bench-$k.json" > "$out/bench-$k.txt" 2>&1
       grep -E "ms|error" "$out/bench-$k.txt" | head -8
     done < "${AB_CASES:-/dev/null}"

@@ -138,11 +138,35 @@ std::optional<std::pair<std::string, int32_t>> name_and_sms(const std::string& e
   return std::make_pair(env_class.substr(0, at), static_cast<int32_t>(std::stoi(sms)));
 }
 
+// The stand-in for one GPU of this architecture and build, when exactly one such class ranks best
+// (the same SM count, else any): found from the file's classes and a seek per class, without the
+// scan that counts results per build (needed only to break a tie, or to say why nothing fits).
+std::optional<EnvironmentInfo> sole_sibling(TuningDb& db, const EnvironmentInfo& env) {
+  std::optional<EnvironmentInfo> best;
+  int best_rank = -1, at_best = 0;
+  for (const std::string& c : db.result_classes()) {
+    const auto parsed = name_and_sms(c, env.compute_capability);
+    if (!parsed || !db.holds_build(c, env.library_version, env.template_hash)) continue;
+    const int rank = parsed->second == env.sm_count ? 1 : 0;
+    if (rank > best_rank) {
+      best_rank = rank;
+      at_best = 0;
+      best = env;
+      best->gpu_name = parsed->first;
+      best->sm_count = parsed->second;
+    }
+    if (rank == best_rank) ++at_best;
+  }
+  return at_best == 1 ? best : std::nullopt;
+}
+
 Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
-  // The usual case first, by an index seek: results of this GPU class and this build.
-  if (!env.library_version.empty() && !env.template_hash.empty() &&
-      db.holds_build(environment_class(env), env.library_version, env.template_hash))
-    return {};
+  // The usual cases first, by index seeks: results of this GPU class and this build, else of one
+  // other GPU of this architecture (an H100 reading the H200's file).
+  if (!env.library_version.empty() && !env.template_hash.empty()) {
+    if (db.holds_build(environment_class(env), env.library_version, env.template_hash)) return {};
+    if (std::optional<EnvironmentInfo> sibling = sole_sibling(db, env)) return {{}, false, std::move(sibling)};
+  }
   const std::vector<BuildStamp> stamps = db.build_stamps();
   if (stamps.empty()) return {};  // empty: nothing to skip
   const std::string here = environment_class(env);
@@ -258,9 +282,10 @@ void LayeredDb::open_read_only_layer(const fs::path& path, LayerKind kind,
     const Foreign foreign = environment ? foreign_reason(*opened, *environment) : Foreign{};
     info.reason = foreign.reason;
     if (info.reason.empty()) {
+      const bool results_free = !opened->has_results();  // before the layer is registered: it may throw
       info.used = true;
       identity_[opened.get()] = identity;
-      if (!opened->has_results()) results_free_.insert(opened.get());
+      if (results_free) results_free_.insert(opened.get());
       if (foreign.stand_in) {
         info.tuned_on = environment_class(*foreign.stand_in);
         stand_in_[opened.get()] = *foreign.stand_in;

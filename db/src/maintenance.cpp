@@ -635,6 +635,17 @@ bool TuningDb::has_results() {
   return found;
 }
 
+std::vector<std::string> TuningDb::result_classes() {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> out;
+  read_transaction(*conn_, [&] {
+    out.clear();
+    Query q(*conn_, "SELECT DISTINCT env_class FROM results ORDER BY env_class");
+    while (q.step()) out.push_back(q.text("env_class"));
+  });
+  return out;
+}
+
 bool TuningDb::holds_build(const std::string& env_class, const std::string& library_version,
                            const std::string& template_hash) {
   std::lock_guard lock(mutex_);

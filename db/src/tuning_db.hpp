@@ -399,6 +399,8 @@ class TuningDb {
   DbStats stats();
   // Whether the file holds any result.
   bool has_results();
+  // The environment classes of the results (streams the results index).
+  std::vector<std::string> result_classes();
   // The (environment class, build stamp) pairs of the results, most results first.
   std::vector<BuildStamp> build_stamps();
   // Whether any result has this class and build stamp: an index seek, where build_stamps scans

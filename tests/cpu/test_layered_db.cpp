@@ -221,6 +221,16 @@ TEST(LayeredDb, AnotherGpuOfTheSameArchitectureAnswers) {
     EXPECT_EQ(layered.layers()[0].tuned_on, "");
     EXPECT_EQ(layered.find_exact(pcie, op_gat(), fp_hash(1))->schedule, sched(16));
   }
+  // No sibling with this SM count: of the others, the one with the most results answers (the PCIe card's 2).
+  dfgnn::db::EnvironmentInfo odd = h200();
+  odd.gpu_name = "NVIDIA H100 NVL";
+  odd.sm_count = 100;
+  o.environment = odd;
+  {
+    LayeredDb layered(o);
+    EXPECT_EQ(layered.layers()[0].tuned_on, dfgnn::db::environment_class(pcie));
+    EXPECT_EQ(layered.find_exact(odd, op_gat(), fp_hash(2))->schedule, sched(16));
+  }
   dfgnn::db::EnvironmentInfo rebuilt = h100;
   rebuilt.template_hash = "t-hash-2";
   for (const dfgnn::db::EnvironmentInfo& env : {rebuilt, a100()}) {

@@ -338,6 +338,11 @@ def test_hand_ratios_use_the_child_tuned_time():
     h = acc.summarize([c])["hand"]
     assert h["geomean_default_over_hand"] == pytest.approx(1.2 / 2.0)
     assert h["within_share"] == 0 and h["schedules_differ"] == 1
+    # with the rule alone timed, hand is judged against it (the child runs hand without the shipped layer)
+    c["choices"]["rule"] = {"median_ms": 1.5, "passes": passes("default"), "schedules": ["x"]}
+    acc.case_ratios(c)
+    h = acc.summarize([c])["hand"]
+    assert h["geomean_default_over_hand"] == pytest.approx(1.5 / 2.0) and h["schedules_differ"] == 0
 
 
 def test_merge_hand():
