@@ -48,6 +48,20 @@ unpack_deps() {
   [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
 }
 
+# The lines "GRAPH | MODEL HEADS DIM | SCHEDULES" of a cases file ('#' comments skipped; GRAPH a dataset
+# under DATASETS or "--rmat SCALE"; SCHEDULES as dfgnn-bench --schedules takes them), printed as
+# tab-separated "GRAPH_ARGS MODEL HEADS DIM SCHEDULES".
+cases() {
+  local graph config sched model heads dim
+  while IFS='|' read -r graph config sched; do
+    case $graph in ''|'#'*) continue ;; esac
+    graph=$(echo $graph) sched=$(echo $sched)
+    case $graph in --*) ;; *) graph="--graph $datasets/$graph" ;; esac
+    read -r model heads dim <<< "$config"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$graph" "$model" "$heads" "$dim" "$sched"
+  done < "$1"
+}
+
 case $phase in
   build)
     # One unpack before the two builds (each would unpack the same files into the same prefix).
@@ -124,16 +138,12 @@ case $phase in
     echo "dfgnn-verify --tiny exit $? at $SECONDS s: $(grep -E 'cases:|prepared' "$out/verify-tiny.log" | tr '\n' ' ')"
     grep FAIL "$out/verify-tiny.log" | head -10
     k=0
-    while IFS='|' read -r graph config sched; do
-      case $graph in ''|'#'*) continue ;; esac
-      graph=$(echo $graph) sched=$(echo $sched)
-      case $graph in --*) ;; *) graph="--graph $datasets/$graph" ;; esac
-      read -r model heads dim <<< "$config"
+    while IFS=$'\t' read -r graph model heads dim sched; do
       k=$((k + 1))
       build-gpu/tools/dfgnn-bench $graph --model $model --heads $heads --dim $dim --direction both \
         --schedules "$sched" --warmup 10 --iters 60 --no-baseline --json "$out/bench-$k.json" > "$out/bench-$k.txt" 2>&1
       grep -E "ms|error" "$out/bench-$k.txt" | head -8
-    done < "${AB_CASES:-/dev/null}"
+    done < <(cases "${AB_CASES:-/dev/null}")
     ;;
   prepare)
     unpack_deps
@@ -162,14 +172,8 @@ case $phase in
       > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
     cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench > "$out/ab-new-build.log" 2>&1 || exit 1
     k=0
-    if [ -n "${AB_CASES:-}" ]; then
-      # A cases file instead: lines "GRAPH | MODEL HEADS DIM | SCHEDULES" (GRAPH: a dataset under DATASETS or
-      # "--rmat SCALE"; SCHEDULES as dfgnn-bench --schedules takes them), '#' comments.
-      while IFS='|' read -r graph config sched; do
-        case $graph in ''|'#'*) continue ;; esac
-        graph=$(echo $graph) sched=$(echo $sched)
-        case $graph in --*) ;; *) graph="--graph $datasets/$graph" ;; esac
-        read -r model heads dim <<< "$config"
+    if [ -n "${AB_CASES:-}" ]; then  # a cases file instead (see cases())
+      while IFS=$'\t' read -r graph model heads dim sched; do
         k=$((k + 1))
         order=(base new); [ $((k % 2)) = 0 ] && order=(new base)
         for v in "${order[@]}"; do
@@ -178,7 +182,7 @@ case $phase in
             --warmup 10 --iters "${AB_ITERS:-100}" --no-baseline --json "$out/ab-$v-$k.json" > "$out/ab-$v-$k.txt" 2>&1 ||
             tail -3 "$out/ab-$v-$k.txt"
         done
-      done < "$AB_CASES"
+      done < <(cases "$AB_CASES")
       python3 bench/ab_table.py "$out" "$k" 2>&1 | tail -60 || true
       exit 0
     fi
