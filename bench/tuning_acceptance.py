@@ -748,6 +748,14 @@ def environment():
     return env
 
 
+def set_shipped_layer(value):
+    """DFGNN_SHIPPED_DB as the next dfgnn.set_database reads it (None: unset, the package's files)."""
+    if value is None:
+        os.environ.pop("DFGNN_SHIPPED_DB", None)
+    else:
+        os.environ["DFGNN_SHIPPED_DB"] = value
+
+
 def run_cases(a, deadline, log):
     """Measures every case (graph-major, so one leave-one-out copy serves a graph's cases)."""
     import torch
@@ -792,12 +800,7 @@ def run_cases(a, deadline, log):
         def switch(choice):
             # the shipped layer is chosen when the layers open: off for the rule alone and for leave-one-out
             # nearest (SITE.db's other graphs only), else as the process had it
-            if choice in ("rule", "nearest"):
-                os.environ["DFGNN_SHIPPED_DB"] = "off"
-            elif shipped_env is None:
-                os.environ.pop("DFGNN_SHIPPED_DB", None)
-            else:
-                os.environ["DFGNN_SHIPPED_DB"] = shipped_env
+            set_shipped_layer("off" if choice in ("rule", "nearest") else shipped_env)
             db = dbs[choice]
             dfgnn.set_database(user=modules, sites=[] if db is None else [db])
 
@@ -1104,10 +1107,7 @@ def main(argv=None):
     try:
         cases, notes = run_cases(a, deadline, log)
     finally:  # run_cases switches the shipped layer through the environment: the hand child starts as this did
-        if shipped_env is None:
-            os.environ.pop("DFGNN_SHIPPED_DB", None)
-        else:
-            os.environ["DFGNN_SHIPPED_DB"] = shipped_env
+        set_shipped_layer(shipped_env)
     if a.hand:
         left = a.budget_s - (time.monotonic() - start) - 5.0
         if left < 20:

@@ -138,75 +138,56 @@ std::optional<std::pair<std::string, int32_t>> name_and_sms(const std::string& e
   return std::make_pair(env_class.substr(0, at), static_cast<int32_t>(std::stoi(sms)));
 }
 
-// The stand-in for one GPU of this architecture and build, when exactly one such class ranks best
-// (the same SM count, else any): found from the file's classes and a seek per class, without the
-// scan that counts results per build (needed only to break a tie, or to say why nothing fits).
-std::optional<EnvironmentInfo> sole_sibling(TuningDb& db, const EnvironmentInfo& env) {
-  std::optional<EnvironmentInfo> best;
-  int best_rank = -1, at_best = 0;
-  for (const std::string& c : db.result_classes()) {
-    const auto parsed = name_and_sms(c, env.compute_capability);
-    if (!parsed || !db.holds_build(c, env.library_version, env.template_hash)) continue;
-    const int rank = parsed->second == env.sm_count ? 1 : 0;
-    if (rank > best_rank) {
-      best_rank = rank;
-      at_best = 0;
-      best = env;
-      best->gpu_name = parsed->first;
-      best->sm_count = parsed->second;
-    }
-    if (rank == best_rank) ++at_best;
-  }
-  return at_best == 1 ? best : std::nullopt;
-}
-
 Foreign foreign_reason(TuningDb& db, const EnvironmentInfo& env) {
-  // The usual cases first, by index seeks: results of this GPU class and this build, else of one
-  // other GPU of this architecture (an H100 reading the H200's file).
-  if (!env.library_version.empty() && !env.template_hash.empty()) {
-    if (db.holds_build(environment_class(env), env.library_version, env.template_hash)) return {};
-    if (std::optional<EnvironmentInfo> sibling = sole_sibling(db, env)) return {{}, false, std::move(sibling)};
-  }
-  const std::vector<BuildStamp> stamps = db.build_stamps();
-  if (stamps.empty()) return {};  // empty: nothing to skip
-  const std::string here = environment_class(env);
-  const auto this_build = [&](const BuildStamp& s) {
-    return (env.library_version.empty() || s.library_version == env.library_version) &&
-           (env.template_hash.empty() || s.template_hash == env.template_hash);
-  };
-  const BuildStamp* same_class = nullptr;
-  for (const BuildStamp& s : stamps) {
-    if (s.env_class != here) continue;
-    if (this_build(s)) return {};
-    if (same_class == nullptr) same_class = &s;
-  }
-  // Another GPU of this architecture, this build: schedules valid there are valid here, and its
+  // Seeks on the results index per class of the file, not a scan of every result (a process's first
+  // dispatch asks this of every read-only layer): results of this GPU class and build answer; else
+  // those of another GPU of this architecture and build, the same SM count first, then the one with
+  // the most results (counted only to break that tie). Schedules valid there are valid here, and its
   // winners are far nearer this GPU's than the default rule (an H100 reads the H200's sm90.db).
-  const BuildStamp* sibling = nullptr;
+  const std::string here = environment_class(env);
+  const std::vector<std::string> classes = db.result_classes();
+  if (classes.empty()) return {};  // empty: nothing to skip
+  const auto of_this_build = [&](const std::string& c, int64_t at_most) {
+    return db.build_results(c, env.library_version, env.template_hash, at_most);
+  };
+  if (of_this_build(here, 1) > 0) return {};
   std::optional<EnvironmentInfo> stand_in;
-  int sibling_rank = 0;
-  for (const BuildStamp& s : stamps) {
-    const auto parsed = name_and_sms(s.env_class, env.compute_capability);
-    if (!parsed || !this_build(s)) continue;
+  std::string best;
+  int best_rank = -1;
+  int64_t best_results = -1;  // -1: not counted yet
+  for (const std::string& c : classes) {
+    const auto parsed = name_and_sms(c, env.compute_capability);
+    if (c == here || !parsed) continue;
     const int rank = parsed->second == env.sm_count ? 1 : 0;
-    if (sibling == nullptr || rank > sibling_rank || (rank == sibling_rank && s.results > sibling->results)) {
-      sibling = &s;
-      sibling_rank = rank;
-      stand_in = env;
-      stand_in->gpu_name = parsed->first;
-      stand_in->sm_count = parsed->second;
+    if (rank < best_rank || of_this_build(c, 1) == 0) continue;
+    if (rank == best_rank) {
+      if (best_results < 0) best_results = of_this_build(best, -1);
+      const int64_t results = of_this_build(c, -1);
+      if (results <= best_results) continue;
+      best_results = results;
+    } else {
+      best_results = -1;
     }
+    best = c;
+    best_rank = rank;
+    stand_in = env;
+    stand_in->gpu_name = parsed->first;
+    stand_in->sm_count = parsed->second;
   }
   if (stand_in) return {{}, false, std::move(stand_in)};
-  if (same_class != nullptr)
+  // Nothing fits: say why, from the build stamps (a stale build of this class, or other GPUs only).
+  const std::vector<BuildStamp> stamps = db.build_stamps();
+  const auto same_class = std::find_if(stamps.begin(), stamps.end(),
+                                       [&](const BuildStamp& s) { return s.env_class == here; });
+  if (same_class != stamps.end())
     return {fmt::format("tuned by library {} with kernel source {}, this is library {} with kernel source {} (stale: "
                         "rebuild it with this version)",
                         same_class->library_version, same_class->template_hash, env.library_version, env.template_hash),
             true, {}};
-  std::string classes;
-  for (size_t i = 0; i < stamps.size() && i < 3; ++i) classes += (i ? "; " : "") + stamps[i].env_class;
-  if (stamps.size() > 3) classes += fmt::format("; {} more", stamps.size() - 3);
-  return {fmt::format("tuned for another GPU ({}), this one is {}", classes, here), false, {}};
+  std::string listed;
+  for (size_t i = 0; i < stamps.size() && i < 3; ++i) listed += (i ? "; " : "") + stamps[i].env_class;
+  if (stamps.size() > 3) listed += fmt::format("; {} more", stamps.size() - 3);
+  return {fmt::format("tuned for another GPU ({}), this one is {}", listed, here), false, {}};
 }
 
 }  // namespace
@@ -354,7 +335,7 @@ LayeredDb::LayeredDb(Options options) : policy_(options.db.policy) {
 template <typename F>
 void LayeredDb::each_layer(const char* what, bool results, F&& f) {
   auto visit = [&](TuningDb& db, LayerKind kind) {
-    if (results && results_free_.count(&db) > 0) return false;  // filled in by the constructor: read-only here
+    if (results && results_free_.count(&db) > 0) return false;
     const auto known = identity_.find(&db);  // filled in by the constructor: read-only here
     const std::string identity = known != identity_.end() ? known->second : std::string();
     {

@@ -646,17 +646,18 @@ std::vector<std::string> TuningDb::result_classes() {
   return out;
 }
 
-bool TuningDb::holds_build(const std::string& env_class, const std::string& library_version,
-                           const std::string& template_hash) {
+int64_t TuningDb::build_results(const std::string& env_class, const std::string& library_version,
+                                const std::string& template_hash, int64_t at_most) {
   std::lock_guard lock(mutex_);
-  bool found = false;
+  int64_t n = 0;
   read_transaction(*conn_, [&] {
     Query q(*conn_,
-            "SELECT 1 FROM results WHERE env_class = ?1 AND template_hash = ?2 AND library_version = ?3 LIMIT 1");
-    q.bind(1, env_class).bind(2, template_hash).bind(3, library_version);
-    found = q.step();
+            "SELECT count(*) AS n FROM (SELECT 1 FROM results WHERE env_class = ?1 AND (?2 = '' OR template_hash = ?2) "
+            "AND (?3 = '' OR library_version = ?3) LIMIT ?4)");
+    q.bind(1, env_class).bind(2, template_hash).bind(3, library_version).bind(4, at_most);
+    n = q.step() ? q.i64("n") : 0;
   });
-  return found;
+  return n;
 }
 
 std::vector<BuildStamp> TuningDb::build_stamps() {

@@ -403,9 +403,10 @@ class TuningDb {
   std::vector<std::string> result_classes();
   // The (environment class, build stamp) pairs of the results, most results first.
   std::vector<BuildStamp> build_stamps();
-  // Whether any result has this class and build stamp: an index seek, where build_stamps scans
-  // every result (a process's first dispatch asks it of every read-only layer).
-  bool holds_build(const std::string& env_class, const std::string& library_version, const std::string& template_hash);
+  // The results of this class and build stamp (an empty version or hash: any), counted up to
+  // `at_most` (-1: all): a seek on the results index, where build_stamps scans every result.
+  int64_t build_results(const std::string& env_class, const std::string& library_version,
+                        const std::string& template_hash, int64_t at_most);
   int schema_version() const { return schema_version_; }
 
  private:

@@ -19,21 +19,30 @@ TEST(TuningDbBasic, EnvironmentClassKeepsGpusApart) {
   EXPECT_NE(dfgnn::db::environment_class(a100()), dfgnn::db::environment_class(h200()));
 }
 
-TEST(TuningDbBasic, HoldsBuildAnswersForOneClassAndBuildStamp) {
+TEST(TuningDbBasic, BuildResultsCountsOneClassAndBuildStamp) {
   TempDir dir;
   auto db = TuningDb::open_user(dir / "tuning.db");
   const std::string here = dfgnn::db::environment_class(h200());
-  EXPECT_FALSE(db->holds_build(here, h200().library_version, h200().template_hash));  // empty
+  const auto holds = [&](const std::string& c, const std::string& version, const std::string& hash) {
+    return db->build_results(c, version, hash, 1) > 0;
+  };
+  EXPECT_FALSE(holds(here, h200().library_version, h200().template_hash));  // empty
   ASSERT_TRUE(db->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1.00)}, "run-1", 1700000000)));
-  EXPECT_TRUE(db->holds_build(here, h200().library_version, h200().template_hash));
-  EXPECT_FALSE(db->holds_build(here, h200().library_version, "another-kernel-source"));
-  EXPECT_FALSE(db->holds_build(here, "0.0.1", h200().template_hash));
-  EXPECT_FALSE(db->holds_build(dfgnn::db::environment_class(a100()), h200().library_version, h200().template_hash));
-  // build_stamps agrees (it lists what holds_build finds)
+  EXPECT_TRUE(holds(here, h200().library_version, h200().template_hash));
+  EXPECT_FALSE(holds(here, h200().library_version, "another-kernel-source"));
+  EXPECT_FALSE(holds(here, "0.0.1", h200().template_hash));
+  EXPECT_FALSE(holds(dfgnn::db::environment_class(a100()), h200().library_version, h200().template_hash));
+  // counted up to the limit; an empty version or hash matches any
+  ASSERT_TRUE(db->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1.00)}, "run-2", 1700000001)));
+  EXPECT_EQ(db->build_results(here, h200().library_version, h200().template_hash, -1), 2);
+  EXPECT_EQ(db->build_results(here, h200().library_version, h200().template_hash, 1), 1);
+  EXPECT_EQ(db->build_results(here, "", "", -1), 2);
+  // build_stamps agrees (it lists what build_results finds)
   const auto stamps = db->build_stamps();
   ASSERT_EQ(stamps.size(), 1u);
   EXPECT_EQ(stamps[0].env_class, here);
   EXPECT_EQ(stamps[0].template_hash, h200().template_hash);
+  EXPECT_EQ(stamps[0].results, 2);
 }
 
 TEST(TuningDbBasic, PutThenFindExact) {
