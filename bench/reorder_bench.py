@@ -10,8 +10,13 @@ Sections (``--sections``):
   difference of the reordered output, mapped back, from the unordered one.
 - ``train``: full-graph training epochs (forward, cross-entropy, backward, Adam) of a 2-layer GAT
   and a 2-layer Graph Transformer built from ``dfgnn.torch`` layers, on each order, interleaved.
+- ``narrow``: the fp32 op against the same op with its inputs stored in bfloat16 for the call (cast,
+  the bfloat16 kernels with fp32 accumulation, the output cast back), and against a bfloat16 model;
+  time per call in the input's order, and the error against the float64 reference (dfgnn's CPU
+  path) on the graphs small enough for it (``--narrow-reference-edges``).
 - ``bytes``: one forward+backward call per order between ``cudaProfilerStart``/``Stop`` for
-  ``ncu`` (``--profile-from-start off``); ``--parse-ncu`` turns ncu's CSV into the bytes table:
+  ``ncu --profile-from-start off --csv --print-units base --print-kernel-base mangled --metrics
+  dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum``; ``--parse-ncu`` turns ncu's CSV into the bytes table:
   DRAM bytes per pass against the compulsory bytes, and the achieved bandwidth against a
   device-to-device copy measured in the same run.
 
@@ -70,6 +75,10 @@ def parse_args(argv=None):
     p.add_argument("--calls", type=int, default=10)
     p.add_argument("--train-graph", default="rmat-20s")
     p.add_argument("--epochs", type=int, default=3, help="timed epochs per order and round")
+    p.add_argument("--narrow-graphs", default="rmat-20,mesh-mdual")
+    p.add_argument("--narrow-configs", default="transformer:1:128:float32,gat:8:8:float32")
+    p.add_argument("--narrow-reference-edges", type=int, default=2_000_000,
+                   help="the float64 reference runs on graphs of at most this many edges")
     p.add_argument("--bytes-configs", default="transformer:1:128:float32,gat:8:8:float32")
     p.add_argument("--save-perms", default=None, help="compute the orders of --graphs x --methods into DIR, then exit")
     p.add_argument("--parse-ncu", default=None, help="ncu CSV to merge into --report as its bytes table")
@@ -397,6 +406,83 @@ def train_section(a, device, report, write, log, deadline):
         torch.cuda.empty_cache()
 
 
+# ---------------------------------------------------------------- narrow storage
+
+def narrow_section(a, device, report, write, log, deadline):
+    import torch
+    import dfgnn.torch as dt
+    from shapes import make_inputs
+    for gname in a.narrow_graphs.split(","):
+        if time.time() > deadline:
+            report["skipped"].append(f"narrow {gname}")
+            continue
+        g = load_graph(gname, a.datasets)
+        gg = reordered_graphs(g, {"none": (None, 0.0, "")}, device)["none"]
+        for config in a.narrow_configs.split(","):
+            try:
+                model, heads, dim, _ = config.split(":")
+                heads, dim = int(heads), int(dim)
+                fn = getattr(dt, model)
+                gen = torch.Generator(device=device).manual_seed(heads * 1000 + dim)
+                x32 = [t.requires_grad_(True) for t in make_inputs(model, g.num_nodes, heads, dim, torch.float32,
+                                                                     device, gen, False)]
+                grad = torch.randn(g.num_nodes, heads, dim, device=device, generator=gen)
+                node = lambda t: t.dim() > 0 and t.shape[0] == g.num_nodes  # noqa: E731
+                x16 = [(t.detach().bfloat16() if node(t) else t.detach()).requires_grad_(True) for t in x32]
+                grad16 = grad.bfloat16()
+
+                def as_bf16(ts):  # the storage mode: node inputs cast for the call, output back to fp32
+                    return fn(gg, *[t.bfloat16() if node(t) else t for t in ts]).float()
+                variants = {
+                    "float32": (lambda: fn(gg, *x32), x32, grad),
+                    "bf16 storage": (lambda: as_bf16(x32), x32, grad),
+                    "bfloat16 model": (lambda: fn(gg, *x16), x16, grad16),
+                }
+
+                def fwd(v):
+                    with torch.no_grad():
+                        variants[v][0]()
+
+                def fwd_bwd(v):
+                    call, xs, gr = variants[v]
+                    for t in xs:
+                        t.grad = None
+                    call().backward(gr)
+                names = list(variants)
+                for v in names:
+                    fwd(v)
+                    fwd_bwd(v)
+                samples = {v: ([], []) for v in names}
+                for r in range(a.rounds):
+                    for v in names[r % 3:] + names[:r % 3]:
+                        samples[v][0].append(event_ms(torch, lambda: fwd(v), a.calls))
+                        samples[v][1].append(event_ms(torch, lambda: fwd_bwd(v), a.calls))
+                error = {}
+                if g.num_edges <= a.narrow_reference_edges:
+                    cpu = [t.detach().double().cpu() for t in x32]
+                    ref = fn(g, *cpu).to(device)
+                    scale = float(ref.abs().max())
+                    with torch.no_grad():
+                        for v in names:
+                            error[v] = float((variants[v][0]().double() - ref).abs().max()) / scale
+                for v in names:
+                    row = dict(graph=gname, edges=g.num_edges, config=config, variant=v,
+                               forward_ms=statistics.median(samples[v][0]),
+                               forward_backward_ms=statistics.median(samples[v][1]), error=error.get(v))
+                    report["narrow"].append(row)
+                    err = "" if row["error"] is None else f"  error {row['error']:.1e}"
+                    log(f"narrow {gname:12} {config:26} {v:15} fwd {row['forward_ms']:8.3f} ms  "
+                        f"fwd+bwd {row['forward_backward_ms']:8.3f} ms{err}")
+                del variants, x32, x16
+            except Exception as e:
+                report["errors"].append(dict(section="narrow", case=f"{gname} {config}",
+                                             error=f"{type(e).__name__}: {e}"))
+                log(f"ERROR narrow {gname} {config}: {type(e).__name__}: {e}")
+            write()
+        del gg
+        torch.cuda.empty_cache()
+
+
 # ---------------------------------------------------------------- bytes
 
 def copy_bandwidth(device):
@@ -452,12 +538,13 @@ def parse_ncu(a):
     from shapes import kernel_pass
     report = json.loads(pathlib.Path(a.report).read_text())
     rows = list(csv.DictReader(line for line in open(a.parse_ncu) if line.startswith('"')))
-    blocks, current = [], None
-    for r in rows:
+    blocks, current, last_forward = [], None, None
+    for r in rows:  # one row per (kernel, metric)
         p = kernel_pass(r.get("Kernel Name", ""))
         if p is None:
             continue
-        if p == "forward":  # each profiled call starts with its forward kernel
+        if p == "forward" and r["ID"] != last_forward:  # each profiled call starts with its forward kernel
+            last_forward = r["ID"]
             current = {}
             blocks.append(current)
         if current is None:
@@ -534,6 +621,22 @@ def markdown(report):
             lines += ["", f"`dfgnn.torch.Reorder('degree')` on a PyG `Data` gives the bench's own tensors: "
                           f"{report['transform_matches']}."]
         lines.append("")
+    if report.get("narrow"):
+        base = {(r["graph"], r["config"]): r for r in report["narrow"] if r["variant"] == "float32"}
+        lines += ["## Narrow storage: fp32 inputs stored in bfloat16 for the call", "",
+                  "`bf16 storage`: the node inputs cast to bfloat16, the bfloat16 kernels (fp32 accumulation), the "
+                  "output cast back, casts included. `bfloat16 model`: inputs already bfloat16. Error: the largest "
+                  "difference from the float64 reference over its largest value (blank: graph too large for the "
+                  "CPU reference).", "",
+                  "| graph | config | variant | forward ms | ratio | fwd+bwd ms | ratio | error |",
+                  "|---|---|---|---:|---:|---:|---:|---:|"]
+        for r in report["narrow"]:
+            b = base.get((r["graph"], r["config"]))
+            err = "" if r["error"] is None else f"{r['error']:.1e}"
+            lines.append(f"| {r['graph']} | {r['config']} | {r['variant']} | {r['forward_ms']:.3f} | "
+                         f"{r['forward_ms'] / b['forward_ms']:.3f} | {r['forward_backward_ms']:.3f} | "
+                         f"{r['forward_backward_ms'] / b['forward_backward_ms']:.3f} | {err} |")
+        lines.append("")
     if report.get("bytes"):
         copy = report.get("copy_GBps", 0.0)
         lines += ["## Bytes per pass (ncu DRAM bytes, one forward+backward call)", "",
@@ -577,7 +680,7 @@ def main(argv=None):
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit,
                 gpu=torch.cuda.get_device_name(), torch=torch.__version__, rounds=a.rounds, calls=a.calls,
                 argv=" ".join(sys.argv[1:] if argv is None else argv))
-    report = dict(meta=meta, orders=[], ops=[], train=[], bytes_order=[], skipped=[], errors=[])
+    report = dict(meta=meta, orders=[], ops=[], train=[], narrow=[], bytes_order=[], skipped=[], errors=[])
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"{a.tag}-reorder"
@@ -592,6 +695,8 @@ def main(argv=None):
         bytes_section(a, device, report, write, log)
     if "ops" in sections:
         ops_section(a, device, report, write, log, deadline)
+    if "narrow" in sections:
+        narrow_section(a, device, report, write, log, deadline)
     if "train" in sections:
         if time.time() < deadline:
             train_section(a, device, report, write, log, deadline)

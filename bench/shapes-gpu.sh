@@ -24,6 +24,8 @@
 #           bench/tuning_acceptance.py: the out-of-the-box default (shipped file, then rule) and the rule
 #           alone against tuned, by kernel time, within ACCEPT_SECONDS (240)
 #   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
+#   reorder bench/reorder_bench.py with SHAPES_ARGS (issue 28: node orders, narrow storage, training epochs)
+#   bytes   the same script's bytes section under ncu (DRAM bytes per pass against compulsory bytes)
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -243,6 +245,23 @@ case $phase in
   cold)
     # bench/cold_start.py (fresh processes, cold and warm user cache) with SHAPES_ARGS, after verify.
     python3 bench/cold_start.py --out "$out" --datasets "$datasets" "$@" 2>&1 | tee "$out/cold.log" | tail -30
+    ;;
+  reorder)
+    # bench/reorder_bench.py (issue 28) with SHAPES_ARGS; orders saved elsewhere (--save-perms) from PERMS.
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
+    python3 bench/reorder_bench.py --out "$out" --datasets "$datasets" ${PERMS:+--perms "$PERMS"} "$@" 2>&1 |
+      tee "$out/reorder.log" | tail -60
+    ;;
+  bytes)
+    # Issue 28's bytes model: ncu's DRAM bytes of one forward+backward per order (SHAPES_ARGS pick the
+    # graphs and configs), then the table (OUTDIR/bytes-reorder.{json,md}).
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+    [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
+    "$ncu" --clock-control none --profile-from-start off --csv --print-units base --print-kernel-base mangled \
+      --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum --log-file "$out/ncu.csv" \
+      python3 bench/reorder_bench.py --out "$out" --tag bytes --datasets "$datasets" ${PERMS:+--perms "$PERMS"} \
+      --sections bytes "$@" > "$out/bytes-run.log" 2>&1 || { tail -20 "$out/bytes-run.log"; exit 1; }
+    python3 bench/reorder_bench.py --parse-ncu "$out/ncu.csv" --report "$out/bytes-reorder.json" && cat "$out/bytes-reorder.md"
     ;;
   shapes)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
