@@ -49,4 +49,10 @@ void check_tables(Connection& conn);
 // injected trigger), a missing one or a changed definition. Empty when they match.
 std::vector<std::string> schema_differences(Connection& conn, const std::vector<Migration>& steps);
 
+// The hash of the objects the steps create in an empty database, and its value for
+// builtin_migrations(), which schema_differences compares a file's objects with first.
+// TuningDbSchema.BuiltinSchemaHashIsTheMigrations recomputes it: a changed migration changes it.
+uint64_t expected_schema_hash(const std::vector<Migration>& steps);
+inline constexpr uint64_t kBuiltinSchemaHash = 0xa83193baacc663a0ULL;
+
 }  // namespace dfgnn::db::detail

@@ -18,6 +18,26 @@ TEST(TuningDbSchema, BuiltInStepsReachTheAdvertisedVersion) {
   EXPECT_EQ(dfgnn::db::detail::target_version(dfgnn::db::detail::builtin_migrations()), dfgnn::db::kSchemaVersion);
 }
 
+TEST(TuningDbSchema, BuiltinSchemaHashIsTheMigrations) {
+  const uint64_t h = dfgnn::db::detail::expected_schema_hash(dfgnn::db::detail::builtin_migrations());
+  EXPECT_EQ(h, dfgnn::db::detail::kBuiltinSchemaHash)
+      << fmt::format("a migration changed: set kBuiltinSchemaHash (db/src/schema.hpp) to 0x{:016x}ULL", h);
+}
+
+TEST(TuningDbSchema, ObjectAddedToCurrentSchemaIsStillReportedAndLeftUntouched) {
+  // The hash answers only for an exact match: anything else is compared object by object.
+  TempDir dir;
+  const fs::path p = dir / "t.db";
+  { TuningDb::open_user(p)->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1)})); }
+  raw_exec(p, "CREATE INDEX extra_idx ON results (heads)");
+  const std::string bytes = read_bytes(p);
+  const auto e = expect_error([&] { TuningDb::open_user(p); });
+  EXPECT_TRUE(contains(e.what(), "unknown index \"extra_idx\"")) << e.what();
+  EXPECT_EQ(read_bytes(p), bytes);
+  raw_exec(p, "DROP INDEX extra_idx");
+  EXPECT_NO_THROW(TuningDb::open_user(p));
+}
+
 TEST(TuningDbSchema, NewerVersionIsRefusedAndLeftUntouched) {
   TempDir dir;
   const fs::path p = dir / "t.db";
