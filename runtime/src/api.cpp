@@ -525,7 +525,7 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
         j["radius"] = d.radius;
         j["neighbours"] = d.neighbours;  // tuned graphs that voted; the row below is the nearest one's
         if (d.row) {
-          const dfgnn_fingerprint_t fp = parse_fingerprint(d.row->fingerprint_text);  // checked when the row was read
+          const dfgnn_fingerprint_t fp = stored_fingerprint(d.row->fingerprint_text).fp;  // checked when the row was read
           j["neighbour"] = {{"fingerprint_hash", d.row->fingerprint_hash}, {"bucket_key", d.row->bucket_key},
                             {"nodes", fp.num_nodes}, {"edges", fp.num_edges}};
         }

@@ -87,7 +87,7 @@ std::string describe_first_answer(const Decision& d) {
     case DispatchLevel::Exact: return "exact hit" + from;
     case DispatchLevel::Nearest: {
       if (!d.row) break;
-      const dfgnn_fingerprint_t fp = parse_fingerprint(d.row->fingerprint_text);  // checked when the row was read
+      const dfgnn_fingerprint_t fp = stored_fingerprint(d.row->fingerprint_text).fp;  // checked when the row was read
       return fmt::format("nearest tuned graph {} ({} nodes, {} edges) at distance {:.3g} within radius {:g}{}",
                          d.row->fingerprint_hash, fp.num_nodes, fp.num_edges, d.distance, d.radius, from);
     }
@@ -141,10 +141,11 @@ std::string row_problem(const db::TuningResult& row) {
     if (row.op.key_bits < 0 || bits.max_vec < 1 || bits.max_vec > 8 || bits.edge_features > 1)
       return fmt::format("key bits {} are not a vector limit 1..8 plus {} for edge features", row.op.key_bits,
                          kEdgeFeaturesKeyBits);
-    const dfgnn_fingerprint_t fp = parse_fingerprint(row.fingerprint_text);
-    if (serialize_fingerprint(fp) != row.fingerprint_text) return "fingerprint text is not in canonical form";
-    if (fingerprint_bucket_key(fp) != row.bucket_key)
-      return fmt::format("bucket key '{}' is not the fingerprint's ('{}')", row.bucket_key, fingerprint_bucket_key(fp));
+    const StoredFingerprint stored = stored_fingerprint(row.fingerprint_text);
+    const dfgnn_fingerprint_t& fp = stored.fp;
+    if (!stored.canonical) return "fingerprint text is not in canonical form";
+    if (stored.bucket_key != row.bucket_key)
+      return fmt::format("bucket key '{}' is not the fingerprint's ('{}')", row.bucket_key, stored.bucket_key);
     const PassProblem problem = problem_of_row(row, fp);
     validate_op(problem.op, fp.num_nodes, fp.num_edges);
     const Schedule s = parse_schedule(row.schedule);
@@ -352,7 +353,7 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
   const double vote_radius = radius * nearest_calibration().vote_factor;
   std::vector<std::pair<double, db::TuningResult>> near;
   for (db::TuningResult& row : layers->candidates_for(env, key)) {
-    const double distance = fingerprint_distance(fp, parse_fingerprint(row.fingerprint_text));  // validated rows
+    const double distance = fingerprint_distance(fp, stored_fingerprint(row.fingerprint_text).fp);  // validated rows
     if (distance <= vote_radius) near.emplace_back(distance, std::move(row));
   }
   std::sort(near.begin(), near.end(), [](const auto& a, const auto& b) {

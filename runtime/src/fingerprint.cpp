@@ -14,9 +14,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 namespace dfgnn {
@@ -236,6 +238,24 @@ dfgnn_fingerprint_t parse_fingerprint(const std::string& text) {
     if (std::find(known.begin(), known.end(), item.key()) == known.end())
       fail(DFGNN_STATUS_PARSE_ERROR, "fingerprint: unknown key \"{}\"", item.key());
   return fp;
+}
+
+StoredFingerprint stored_fingerprint(const std::string& text) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, StoredFingerprint> memo;
+  constexpr size_t kMaxRemembered = 4096;  // a shipped database holds tens; a large site file is re-read, not hoarded
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = memo.find(text); it != memo.end()) return it->second;
+  }
+  StoredFingerprint s;
+  s.fp = parse_fingerprint(text);
+  s.canonical = serialize_fingerprint(s.fp) == text;
+  s.bucket_key = fingerprint_bucket_key(s.fp);
+  std::lock_guard lock(mutex);
+  if (memo.size() >= kMaxRemembered) memo.clear();
+  memo.emplace(text, s);
+  return s;
 }
 
 std::array<double, kDistanceTerms> fingerprint_terms(const dfgnn_fingerprint_t& a, const dfgnn_fingerprint_t& b) {

@@ -57,4 +57,15 @@ double fingerprint_distance(const dfgnn_fingerprint_t& a, const dfgnn_fingerprin
 double fingerprint_distance(const dfgnn_fingerprint_t& a, const dfgnn_fingerprint_t& b);
 std::string fingerprint_bucket_key(const dfgnn_fingerprint_t& fp);
 
+// A fingerprint text as stored in a tuning row: its parsed form, whether the text is the canonical
+// serialization of it, and its bucket key. Memoised per process (a bounded table): dispatch reads
+// the same rows for every pass and op of a graph, and parsing one costs tens of microseconds.
+// Throws as parse_fingerprint; a text that fails is not remembered.
+struct StoredFingerprint {
+  dfgnn_fingerprint_t fp{};
+  bool canonical = false;
+  std::string bucket_key;
+};
+StoredFingerprint stored_fingerprint(const std::string& text);
+
 }  // namespace dfgnn

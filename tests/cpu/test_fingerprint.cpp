@@ -2,6 +2,8 @@
 // distance's metric properties and the bucket key.
 #include "test_util.hpp"
 
+#include "fingerprint.hpp"  // stored_fingerprint
+
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -252,6 +254,24 @@ TEST_F(Fingerprint, RoundTripIsExact) {
     expect_identical(parsed, fp);
     EXPECT_EQ(serialize(parsed), text);
   }
+}
+
+TEST_F(Fingerprint, StoredTextIsParsedOnceAndJudgedCanonical) {
+  const auto fp = fingerprint_of(graph_with_degrees(ctx.get(), {1, 0, 2, 1}).get());
+  for (int round = 0; round < 2; ++round) {  // the second answer comes from the memo
+    const dfgnn::StoredFingerprint s = dfgnn::stored_fingerprint(kGolden);
+    expect_identical(s.fp, fp);
+    EXPECT_TRUE(s.canonical);
+    EXPECT_EQ(s.bucket_key, dfgnn::fingerprint_bucket_key(fp));
+  }
+  // The same fingerprint in another spelling parses, but is not the canonical text.
+  std::string spaced = kGolden;
+  spaced.insert(1, " ");
+  const dfgnn::StoredFingerprint s = dfgnn::stored_fingerprint(spaced);
+  expect_identical(s.fp, fp);
+  EXPECT_FALSE(s.canonical);
+  // A text that fails throws every time (failures are not remembered as answers).
+  for (int round = 0; round < 2; ++round) EXPECT_THROW(dfgnn::stored_fingerprint("{\"version\":1}"), std::exception);
 }
 
 TEST_F(Fingerprint, SerializeBufferProtocol) {
