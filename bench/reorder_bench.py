@@ -538,22 +538,22 @@ def parse_ncu(a):
     from shapes import kernel_pass
     report = json.loads(pathlib.Path(a.report).read_text())
     rows = list(csv.DictReader(line for line in open(a.parse_ncu) if line.startswith('"')))
-    blocks, current, last_forward = [], None, None
-    for r in rows:  # one row per (kernel, metric)
+    blocks, current, last_pass = [], None, None
+    for r in rows:  # one row per (kernel, metric); a pass may launch several kernels (rows, hub rows, merge)
         p = kernel_pass(r.get("Kernel Name", ""))
         if p is None:
             continue
-        if p == "forward" and r["ID"] != last_forward:  # each profiled call starts with its forward kernel
-            last_forward = r["ID"]
+        if p == "forward" and last_pass != "forward":  # each profiled call starts with its forward kernels
             current = {}
             blocks.append(current)
+        last_pass = p
         if current is None:
             continue
         name = r["Metric Name"]
         value = float(r["Metric Value"].replace(",", ""))
         unit = r.get("Metric Unit", "")
         scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "nsecond": 1e-9, "usecond": 1e-6,
-                 "msecond": 1e-3, "second": 1}.get(unit, 1)
+                 "msecond": 1e-3, "second": 1, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}.get(unit, 1)
         key = "backward" if p != "forward" else "forward"
         d = current.setdefault(key, {})
         d[name] = d.get(name, 0.0) + value * scale
