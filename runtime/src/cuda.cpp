@@ -25,6 +25,32 @@ const DeviceStatus& device_status() {
   return status;
 }
 
+std::string device_name(int device) {
+  // Driver API signatures (cuda.h), stable since CUDA 4.1; int stands for CUresult and CUdevice.
+  using GetByPciBusId = int (*)(int* dev, const char* bus_id);
+  using GetName = int (*)(char* name, int length, int dev);
+  void* by_bus = nullptr;
+  void* get_name = nullptr;
+  cudaDriverEntryPointQueryResult found_bus{}, found_name{};
+  char bus_id[64] = {};
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGetByPCIBusId", &by_bus, 12000, cudaEnableDefault, &found_bus) ==
+          cudaSuccess &&
+      cudaGetDriverEntryPointByVersion("cuDeviceGetName", &get_name, 12000, cudaEnableDefault, &found_name) ==
+          cudaSuccess &&
+      found_bus == cudaDriverEntryPointSuccess && found_name == cudaDriverEntryPointSuccess &&
+      cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) == cudaSuccess) {
+    int dev = 0;
+    char name[256] = {};
+    if (reinterpret_cast<GetByPciBusId>(by_bus)(&dev, bus_id) == 0 &&
+        reinterpret_cast<GetName>(get_name)(name, sizeof name - 1, dev) == 0 && name[0] != '\0')
+      return name;
+  }
+  cudaGetLastError();  // a failed probe leaves no error behind for the next call
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  return prop.name;
+}
+
 void require_device(const char* what) {
   const DeviceStatus& s = device_status();
   if (!s.available) fail(DFGNN_STATUS_NO_DEVICE, "{} needs a GPU: {}", what, s.reason);

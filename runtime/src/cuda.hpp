@@ -18,6 +18,12 @@ struct DeviceStatus {
 const DeviceStatus& device_status();
 // Throws Error(NO_DEVICE) with the reason when no device is usable.
 void require_device(const char* what);
+
+// The device's name (cudaDeviceProp::name) without cudaGetDeviceProperties, which reads every
+// property and takes milliseconds (a process's first dispatch waited on it): the driver's
+// cuDeviceGetName, reached through the runtime's entry points (dfgnn never links libcuda), for the
+// driver device at this device's PCI bus id. Falls back to cudaGetDeviceProperties.
+std::string device_name(int device);
 // Throws Error(CUDA_ERROR) naming the call when status != cudaSuccess.
 void cuda_check(cudaError_t status, const char* what);
 

@@ -205,12 +205,14 @@ const db::EnvironmentInfo& Dispatcher::environment_locked() {
     require_device("reading the GPU's identity");
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-    cudaDeviceProp prop{};
-    cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    int major = 0, minor = 0, sms = 0;
+    cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
     db::EnvironmentInfo env;
-    env.gpu_name = prop.name;
-    env.compute_capability = prop.major * 10 + prop.minor;
-    env.sm_count = prop.multiProcessorCount;
+    env.gpu_name = device_name(device);
+    env.compute_capability = major * 10 + minor;
+    env.sm_count = sms;
     int driver = 0;
     if (cudaDriverGetVersion(&driver) == cudaSuccess) env.driver_version = driver;
     // nvrtc_version stays 0 here: no lookup reads it, and loading NVRTC to ask took 5.6 ms of a

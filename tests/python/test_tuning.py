@@ -62,6 +62,19 @@ def test_tune_on_gpu(ctx):
 
 
 @requires_gpu
+def test_tuning_records_the_runtimes_gpu_name(ctx, tmp_path):
+    """The environment's GPU name comes from the driver's cuDeviceGetName (cudaGetDeviceProperties
+    takes milliseconds); stored results must carry the name the CUDA runtime reports."""
+    import sqlite3
+    torch = pytest.importorskip("torch", reason="torch names the GPU independently of dfgnn")
+    g = dfgnn.Graph.rmat(10, 8000, seed=1, add_self_loops=True)
+    dfgnn.tune(g, dfgnn.op("gat", "float32", 1, 16), budget_seconds=1, context=ctx)
+    with sqlite3.connect(tmp_path / "tuning.db") as conn:
+        names = {row[0] for row in conn.execute("SELECT gpu_name FROM environments")}
+    assert names == {torch.cuda.get_device_name()}
+
+
+@requires_gpu
 @pytest.mark.parametrize("model", ["gat", "transformer"])
 def test_tune_edge_features_on_gpu(ctx, model):
     """Ops with edge features tune (the measurer feeds and checks the edge input and its gradient) under their
