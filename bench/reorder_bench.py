@@ -41,7 +41,6 @@ import os
 import pathlib
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -669,13 +668,8 @@ def main(argv=None):
     if not torch.cuda.is_available():
         raise SystemExit("reorder_bench.py measures on a GPU; none is visible (--save-perms runs without one)")
     device = torch.device("cuda")
-    commit = os.environ.get("DFGNN_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            commit = "unknown"
+    from shapes import tree_commit
+    commit = tree_commit()
     t0 = time.time()
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit,
                 gpu=torch.cuda.get_device_name(), torch=torch.__version__, rounds=a.rounds, calls=a.calls,

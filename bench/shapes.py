@@ -76,6 +76,20 @@ def parse_args(argv=None):
 
 # ---------------------------------------------------------------- graphs and inputs
 
+def tree_commit():
+    """The commit a report names: DFGNN_COMMIT first (a copy of the tree on a GPU machine may carry a
+    .git of another commit), else git's HEAD, else "unknown"."""
+    import subprocess
+    commit = os.environ.get("DFGNN_COMMIT")
+    if commit:
+        return commit
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def load_graph(name, datasets, smoke):
     import dfgnn
     if smoke:
@@ -487,15 +501,7 @@ def main(argv=None):
     def log(msg):
         print(msg, flush=True)
     t_start = time.time()
-    import subprocess
-    # DFGNN_COMMIT first: a copy of the tree on a GPU machine may carry a .git of another commit
-    commit = os.environ.get("DFGNN_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            commit = "unknown"
+    commit = tree_commit()
     meta = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), commit=commit,
                 gpu=torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
                 torch=torch.__version__, rounds=a.rounds, calls=a.calls, argv=" ".join(sys.argv[1:] if argv is None else argv))
