@@ -384,7 +384,7 @@ def train_section(a, device, report, write, log, deadline):
                 loss = torch.nn.functional.cross_entropy(model(xx, ee), yy)
                 loss.backward()
                 opt.step()
-                return loss
+                return loss.detach()
             for name in names:  # the first epoch's loss is the same function of the same data
                 first_loss[name] = float(epoch(name))
                 epoch(name)
