@@ -1,5 +1,8 @@
 #include "schema.hpp"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -242,20 +245,16 @@ const SchemaObjects& expected_objects(const std::vector<Migration>& steps) {
   return cache.emplace(std::move(key), read_objects(mem)).first->second;
 }
 
-// FNV-1a over every object's fields in the map's order, each field ended by a zero byte.
+// XXH64 (the hash of the database's fingerprints and the kernel source) of every object's fields in
+// the map's order, each field ended by a zero byte.
 uint64_t hash_objects(const SchemaObjects& objects) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  auto add = [&](const std::string& field) {
-    for (const unsigned char c : field) h = (h ^ c) * 0x100000001b3ULL;
-    h *= 0x100000001b3ULL;  // the terminator (c = 0)
-  };
-  for (const auto& [key, value] : objects) {
-    add(key.first);
-    add(key.second);
-    add(value.first);
-    add(value.second);
-  }
-  return h;
+  std::string text;
+  for (const auto& [key, value] : objects)
+    for (const std::string* field : {&key.first, &key.second, &value.first, &value.second}) {
+      text += *field;
+      text += '\0';
+    }
+  return XXH64(text.data(), text.size(), 0);
 }
 
 }  // namespace
