@@ -84,9 +84,10 @@ def test_cold_start_markdown_shows_torchs_first_backward_and_the_profile():
     assert "| cora | gat | 8 x 8 | float32 | warm | 9.5 | 1800.0 | - | 10.0 | 0 | auto |" in md
     assert "cold cache (cProfile" in md and "_run_backward 1.790" in md and "warm cache (cProfile" not in md
     # the first forward in steps, where the row has them
-    rows[0]["first_forward_steps"] = {"dispatch_ms": 2.25, "module_ms": 1.5, "call_ms": 5.75}
+    rows[0]["first_forward_steps"] = {"cuda_runtime_ms": 0.75, "db_open_ms": 1.25, "dispatch_ms": 2.25,
+                                      "module_ms": 1.5, "native_load_ms": 0.5, "call_ms": 5.75}
     md = cold.markdown(dict(meta=meta, rows=rows, errors=[]))
-    assert "| cora | gat | 8 x 8 | float32 | cold | 2.2 | 1.5 | 5.8 | 9.5 |" in md
+    assert "| cora | gat | 8 x 8 | float32 | cold | 0.8 | 1.2 | 2.2 | 1.5 | 0.5 | 5.8 | 9.5 |" in md
     assert "| cora | gat | 8 x 8 | float32 | warm | 2" not in md.split("First forward in steps")[1].split("cProfile")[0]
 
 
