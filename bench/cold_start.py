@@ -81,6 +81,13 @@ fn = getattr(dt, model)
 torch.cuda.synchronize()
 out["torch_native"] = os.environ.get("DFGNN_TORCH_NATIVE", "auto")
 breakdown = os.environ.get("DFGNN_COLD_BREAKDOWN") == "1"
+
+
+def phase(name):
+    # unbuffered, so it falls between the library's "span" lines (stderr) where the phase begins
+    os.write(2, f"phase {name}\n".encode())
+
+
 if breakdown:
     # torch's own first backward (autograd engine start-up), before dfgnn's: the floor of a first step
     x = torch.randn(n, heads * dim, device=dev, generator=gen, requires_grad=True)
@@ -91,6 +98,7 @@ if breakdown:
 op = dfgnn.op(model, dtype, heads, dim)
 steps = {}
 if breakdown:  # the first forward in steps: each one's work is then done when the call comes
+    phase("first forward")
     t = time.perf_counter()
     dfgnn.has_device()  # libdfgnn's first CUDA runtime call: its own (static) runtime starts
     steps["cuda_runtime_ms"] = (time.perf_counter() - t) * 1e3
@@ -118,6 +126,7 @@ out["first_forward_ms"] = sum(steps.values())
 if breakdown:
     out["first_forward_steps"] = steps
 if breakdown:  # profiled: where the first backward's time goes (Python frames; C++ shows as its caller)
+    phase("first backward")
     import cProfile, io, pstats
     profile = cProfile.Profile()
     profile.enable()
@@ -132,6 +141,8 @@ if breakdown:
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(20)
     out["first_backward_profile"] = text.getvalue()[-4000:]
+if breakdown:
+    phase("second step")
 t = time.perf_counter()
 (fn(g, *inputs) * grad).sum().backward()
 torch.cuda.synchronize()
@@ -143,6 +154,23 @@ print(json.dumps(out))
 """
 
 COMPILE_LINE = re.compile(r"compiled (.+?) for sm_\d+ in (\d+) ms")
+SPAN_LINE = re.compile(r"span (.+?): (\d+) us$")
+
+
+def spans_by_phase(stderr):
+    """{phase: {span name: [count, ms]}} from a --breakdown child's stderr: the library's debug
+    "span" lines (runtime/src/logging.hpp) summed between the child's "phase" markers."""
+    out, current = {}, "before"
+    for line in stderr.splitlines():
+        if line.startswith("phase "):
+            current = line[len("phase "):].strip()
+            continue
+        m = SPAN_LINE.search(line)
+        if m:
+            entry = out.setdefault(current, {}).setdefault(m.group(1), [0, 0.0])
+            entry[0] += 1
+            entry[1] = round(entry[1] + int(m.group(2)) / 1e3, 3)
+    return out
 
 
 def parse_args(argv=None):
@@ -172,7 +200,8 @@ def configs(text):
 
 def child(mode, graph, datasets, config, cache_dir, timeout, breakdown=False):
     """One fresh process; its JSON line, plus the compiles its INFO lines report."""
-    env = dict(os.environ, DFGNN_CACHE_DIR=str(cache_dir), DFGNN_LOG_LEVEL="info",
+    # debug, for the library's "span" lines, with --breakdown
+    env = dict(os.environ, DFGNN_CACHE_DIR=str(cache_dir), DFGNN_LOG_LEVEL="debug" if breakdown else "info",
                DFGNN_COLD_BREAKDOWN="1" if breakdown else "0")
     args = [sys.executable, "-c", CHILD, mode, graph, datasets, *map(str, config)]
     t = time.perf_counter()
@@ -183,6 +212,8 @@ def child(mode, graph, datasets, config, cache_dir, timeout, breakdown=False):
     row = json.loads(r.stdout.strip().splitlines()[-1])
     row["process_ms"] = wall_ms
     row["compiled"] = [{"kernels": m.group(1), "ms": int(m.group(2))} for m in COMPILE_LINE.finditer(r.stderr)]
+    if breakdown:
+        row["spans"] = spans_by_phase(r.stderr)
     return row
 
 
@@ -236,6 +267,17 @@ def markdown(report):
                              f"{fmt(st.get('dispatch_ms'), 1)} | {fmt(st.get('module_ms'), 1)} | "
                              f"{fmt(st.get('native_load_ms'), 1)} | "
                              f"{fmt(st.get('call_ms'), 1)} | {fmt(r.get('first_forward_ms'), 1)} |")
+        spanned = [r for r in rows if r.get("spans")]
+        if spanned:
+            lines += ["", "Inside the library (its debug \"span\" lines, summed per phase; count x, then ms): what "
+                      "the first forward, the first backward and the second step spent on one-time work.", "",
+                      "| graph | model | H x D | dtype | cache | phase | spans |", "|---|---|---|---|---|---|---|"]
+            for r in spanned:
+                for ph, spans in r["spans"].items():
+                    text = "; ".join(f"{name} {n}x {ms:.2f}" for name, (n, ms) in
+                                     sorted(spans.items(), key=lambda kv: -kv[1][1]))
+                    lines.append(f"| {r['graph']} | {r['model']} | {r['heads']} x {r['dim']} | {r['dtype']} | "
+                                 f"{r['cache']} | {ph} | {text} |")
         profiled = {}
         for r in rows:  # one profile per cache state: the first backward of the first config
             if r.get("first_backward_profile"):

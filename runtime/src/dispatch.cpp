@@ -173,6 +173,7 @@ void Dispatcher::set_database(std::optional<std::filesystem::path> user_path,
 std::shared_ptr<db::LayeredDb> Dispatcher::database() {
   std::lock_guard lock(mutex_);
   if (!db_opened_) {
+    const Span span("database layers opened");
     db_opened_ = true;
     db::LayeredDb::Options options;
     options.user_path = user_path_;
@@ -202,6 +203,7 @@ const db::EnvironmentInfo& Dispatcher::environment() {
 
 const db::EnvironmentInfo& Dispatcher::environment_locked() {
   if (!env_) {
+    const Span span("GPU identity read");
     require_device("reading the GPU's identity");
     int device = 0;
     cuda_check(cudaGetDevice(&device), "cudaGetDevice");
@@ -399,6 +401,7 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
     std::lock_guard lock(mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) return cached(it->second);
   }
+  const Span span("dispatch decision");
   // Graphs of one fingerprint bucket (a sampler's mini-batches) share an answer: a new graph whose
   // bucket was answered before costs no database query. The answer is re-checked for this graph;
   // a graph with a row tuned for its own fingerprint gets that row instead.

@@ -4,6 +4,7 @@
 #include "device_build.hpp"
 #include "error.hpp"
 #include "fingerprint.hpp"
+#include "logging.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -362,14 +363,20 @@ DeviceCompressed upload_compressed(const Compressed& c) {
 const DeviceCompressed& Graph::device_csr() const {
   require_own_device();
   std::lock_guard lock(device_mutex_);
-  if (!device_csr_) device_csr_ = upload_compressed(csr_);
+  if (!device_csr_) {
+    const Span span("graph CSR uploaded");
+    device_csr_ = upload_compressed(csr_);
+  }
   return *device_csr_;
 }
 
 const DeviceCompressed& Graph::device_csc() const {
   require_own_device();
   std::lock_guard lock(device_mutex_);
-  if (!device_csc_) device_csc_ = upload_compressed(csc_);
+  if (!device_csc_) {
+    const Span span("graph CSC uploaded");
+    device_csc_ = upload_compressed(csc_);
+  }
   return *device_csc_;
 }
 

@@ -286,6 +286,7 @@ Cubin compile(const std::vector<std::string>& names, int arch) {
 }
 
 LoadedModule::LoadedModule(const Cubin& cubin) {
+  const Span span("module loaded onto the GPU");
   cuda_check(cudaLibraryLoadData(&library_, cubin.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
              "cudaLibraryLoadData");
   for (const std::string& name : cubin.lowered) {
@@ -333,6 +334,7 @@ std::shared_ptr<const Cubin> ModuleCache::cubin(const std::vector<std::string>& 
       return it->second;
     }
   }
+  const Span span("module image from the store or NVRTC");
   // The persistent store, then NVRTC, both outside the lock so independent modules proceed in
   // parallel; a rare duplicate of the same key just loses the race below.
   ModuleStore* store = nullptr;

@@ -5,6 +5,7 @@
 #include "error.hpp"
 #include "graph.hpp"
 #include "kernel_names.hpp"
+#include "logging.hpp"
 #include "op.hpp"
 #include "nvrtc.hpp"
 #include "plan.hpp"
@@ -117,6 +118,7 @@ cudaKernel_t kernel_named(const LoadedModule& module, const std::vector<std::str
 
 // The launches of one pass, as its solver shapes them over its plan.
 PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKind pass, const Schedule& s) {
+  const Span span("pass recipe (plan, module, launches)");
   const Solver& solver = solver_of(s);
   PassRecipe r;
   const DeviceCompressed& structure = pass == PassKind::BackwardCol ? g.device_csc() : g.device_csr();

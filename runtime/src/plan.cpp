@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "graph.hpp"
+#include "logging.hpp"
 #include "solver.hpp"
 
 #include <fmt/format.h>
@@ -34,7 +35,10 @@ std::shared_ptr<const Plan> get_plan(const Graph& graph, PassKind pass, const Sc
   // the schedule, not from the plan).
   const std::string key = fmt::format("{}:{}", csc ? "csc" : "csr", solver_of(s).plan_key(s));
   const Solver& solver = solver_of(s);
-  return graph.plan(key, [&] { return std::make_shared<const Plan>(solver.plan(graph.plan_rows(csc, solver.rows_read(s)), s)); });
+  return graph.plan(key, [&] {
+    const Span span("plan built and uploaded");
+    return std::make_shared<const Plan>(solver.plan(graph.plan_rows(csc, solver.rows_read(s)), s));
+  });
 }
 
 }  // namespace dfgnn

@@ -783,6 +783,42 @@ TEST(Dispatch, NearestDistanceFromTheEnvironmentMustBeANumber) {
   EXPECT_EQ(Dispatcher().max_distance(), 0.25);
 }
 
+// The spans of a first dispatch (logging.hpp), at debug level: the database opened and the decision
+// made once each; a second explain of the same graph and op is answered from memory and logs neither.
+TEST(Dispatch, FirstDispatchLogsItsSpansOnceAtDebug) {
+  const fs::path dir = fs::temp_directory_path() / ("dfgnn-span-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto ctx = make_context();
+  DFGNN_ASSERT_OK(dfgnnSetDatabase(ctx.get(), (dir / "user.db").c_str(), ""));
+  auto g = test::graph_from_edges(ctx.get(), 4, {0, 1, 2, 3}, {1, 2, 3, 0});
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 32);
+  const auto explained_log = [&] {
+    std::ostringstream captured;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+    spdlog::logger& logger = log();
+    const spdlog::level::level_enum old_level = logger.level();
+    logger.set_level(spdlog::level::debug);
+    logger.sinks().push_back(sink);
+    size_t length = 0;
+    const dfgnn_status_t s = dfgnnExplain(ctx.get(), g.get(), &op, DFGNN_FORWARD, nullptr, 0, &length);
+    logger.sinks().pop_back();
+    logger.set_level(old_level);
+    EXPECT_EQ(s, DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
+    return captured.str();
+  };
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string first = explained_log();
+  EXPECT_EQ(count(first, "span database layers opened: "), 1u) << first;
+  EXPECT_EQ(count(first, "span dispatch decision: "), 1u) << first;
+  const std::string second = explained_log();
+  EXPECT_EQ(count(second, "span "), 0u) << second;
+  fs::remove_all(dir);
+}
+
 // Without a GPU dispatch never reads the database; explain must still open it, so that a damaged
 // one is reported (logged) rather than the default rule shown as if nothing were wrong.
 TEST(Dispatch, ExplainReportsADamagedDatabaseWithoutAGpu) {

@@ -91,6 +91,32 @@ def test_cold_start_markdown_shows_torchs_first_backward_and_the_profile():
     assert "| cora | gat | 8 x 8 | float32 | warm | 2" not in md.split("First forward in steps")[1].split("cProfile")[0]
 
 
+def test_cold_start_sums_the_librarys_spans_per_phase():
+    """A --breakdown child's stderr: the library's debug "span" lines are summed by name between the
+    child's phase markers, and the table lists them, largest first."""
+    cold = load_bench("cold_start")
+    stderr = "\n".join([
+        "[2026-12-06 18:00:00.001] [dfgnn] [debug] span GPU identity read: 900 us",  # before any phase
+        "phase first forward",
+        "[2026-12-06 18:00:00.002] [dfgnn] [debug] span database layers opened: 1500 us",
+        "[2026-12-06 18:00:00.003] [dfgnn] [debug] span module loaded onto the GPU: 250 us",
+        "[2026-12-06 18:00:00.004] [dfgnn] [info] compiled 2 kernels for sm_90 in 120 ms",
+        "[2026-12-06 18:00:00.005] [dfgnn] [debug] span module loaded onto the GPU: 350 us",
+        "phase first backward",
+        "[2026-12-06 18:00:00.006] [dfgnn] [debug] span plan built and uploaded: 40 us",
+    ])
+    spans = cold.spans_by_phase(stderr)
+    assert spans == {"before": {"GPU identity read": [1, 0.9]},
+                     "first forward": {"database layers opened": [1, 1.5], "module loaded onto the GPU": [2, 0.6]},
+                     "first backward": {"plan built and uploaded": [1, 0.04]}}
+    row = dict(graph="cora", model="gat", heads=8, dim=8, dtype="float32", cache="warm", first_forward_ms=9.5,
+               first_backward_ms=12.0, compiles=0, modules={}, spans=spans)
+    md = cold.markdown(dict(meta=dict(date="d", commit="c", host="h", compile_only=False, argv="--breakdown"),
+                            rows=[row], errors=[]))
+    assert ("| cora | gat | 8 x 8 | float32 | warm | first forward | database layers opened 1x 1.50; "
+            "module loaded onto the GPU 2x 0.60 |") in md
+
+
 def test_shapes_smoke_runs_every_section(tmp_path):
     """bench/shapes.py --smoke (CPU, float64, a tiny graph): every section runs without an error, and each
     case names the schedule dispatch explains for the GPU op and times it."""
