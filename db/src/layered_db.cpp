@@ -397,7 +397,25 @@ std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& curre
                                                     const std::optional<std::string>& bucket_key) {
   std::map<std::string, TuningResult> by_fingerprint;
   each_layer("candidate search", true, [&](TuningDb& db, LayerKind kind) {
-    for (TuningResult& r : db.candidates_for(as_seen_by(db, current), op, bucket_key)) {
+    const EnvironmentInfo& seen = as_seen_by(db, current);
+    std::vector<TuningResult> rows;
+    if (kind == LayerKind::User) {
+      rows = db.candidates_for(seen, op, bucket_key);
+    } else {
+      const std::string key = fmt::format("{}|{}|{}:{}:{}:{}:{}:{}|{}", static_cast<const void*>(&db),
+                                          environment_class(seen), op.model, op.dtype, op.heads, op.dim,
+                                          op.direction, op.key_bits, bucket_key ? "b:" + *bucket_key : "*");
+      {
+        std::lock_guard lock(memo_mutex_);
+        if (auto it = rows_memo_.find(key); it != rows_memo_.end()) rows = it->second;
+      }
+      if (rows.empty()) {  // (an empty answer is asked again: it is cheap, and keeps the memo small)
+        rows = db.candidates_for(seen, op, bucket_key);
+        std::lock_guard lock(memo_mutex_);
+        rows_memo_.emplace(key, rows);
+      }
+    }
+    for (TuningResult& r : rows) {
       r.layer = layer_name(kind);
       by_fingerprint.try_emplace(r.fingerprint_hash, std::move(r));  // a higher layer was first
     }
@@ -425,9 +443,22 @@ std::optional<ModuleRecord> LayeredDb::get_module(const std::string& key, const 
 
 std::vector<CandidateStat> LayeredDb::pooled_candidates(const TuningResult& row) {
   std::vector<CandidateStat> out;
-  each_layer("candidate statistics", true, [&](TuningDb& db, LayerKind) {
+  each_layer("candidate statistics", true, [&](TuningDb& db, LayerKind kind) {
     if (db.path().string() != row.source) return false;
+    if (kind == LayerKind::User) {
+      out = db.pooled_candidates(row.id);
+      return true;
+    }
+    {
+      std::lock_guard lock(memo_mutex_);
+      if (auto it = pooled_memo_.find({&db, row.id}); it != pooled_memo_.end()) {
+        out = it->second;
+        return true;
+      }
+    }
     out = db.pooled_candidates(row.id);
+    std::lock_guard lock(memo_mutex_);
+    pooled_memo_.emplace(std::make_pair(&db, row.id), out);
     return true;
   });
   return out;

@@ -535,6 +535,14 @@ class LayeredDb {
   std::map<const TuningDb*, EnvironmentInfo> stand_in_;
   // Read-only layers without results (immutable files: they never gain any).
   std::set<const TuningDb*> results_free_;
+  // What read-only layers answered, kept for the process: candidate rows per (layer, GPU class, op
+  // key, bucket) and pooled statistics per (layer, row id). A first dispatch reads every row of its
+  // op key and the statistics of each neighbour (about 2 ms of a fresh process's first call on an
+  // H100); later graphs and passes of the same op key compare fingerprints in memory. The user
+  // layer, which other processes write, is read afresh every time.
+  std::mutex memo_mutex_;
+  std::map<std::string, std::vector<TuningResult>> rows_memo_;
+  std::map<std::pair<const TuningDb*, int64_t>, std::vector<CandidateStat>> pooled_memo_;
   const EnvironmentInfo& as_seen_by(const TuningDb& db, const EnvironmentInfo& current) const;
 };
 

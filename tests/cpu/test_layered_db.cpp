@@ -380,6 +380,72 @@ TEST(LayeredDb, UserOverSitesWritesToUserOnly) {
   EXPECT_FALSE(fs::exists(dir / "s1.db-shm"));
 }
 
+// A read-only layer (opened immutable: it never changes under the process) is read once per op key
+// and row: a first dispatch's rows and neighbour statistics are kept. The user layer, which other
+// processes write, is read every time. Rows read are counted by the validator, which sees each one.
+TEST(LayeredDb, ReadOnlyLayersAreReadOncePerKeyTheUserLayerEveryTime) {
+  TempDir dir;
+  {
+    auto site = TuningDb::open_user(dir / "site-src.db");
+    site->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    site->put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    site->put_result(make_run(h200(), op_gat(1), 1, {cand(sched(32), 1), cand(sched(8), 0.25)}));
+    site->export_to(dir / "site.db");
+  }
+  std::map<std::string, int> reads;  // rows read, by source file name
+  LayeredDb::Options options;
+  options.user_path = dir / "user.db";
+  options.site_paths = std::vector<fs::path>{dir / "site.db"};
+  options.shipped_paths = std::vector<fs::path>{};
+  options.db.validator = [&](const TuningResult& r) {
+    ++reads[fs::path(r.source).filename().string()];
+    return std::string();
+  };
+  LayeredDb layered(options);
+  const auto schedules_of = [](const std::vector<CandidateStat>& stats) {
+    std::set<std::string> out;
+    for (const CandidateStat& c : stats) out.insert(c.schedule);
+    return out;
+  };
+  const auto first = layered.candidates_for(h200(), op_gat());
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].schedule, sched(4));
+  EXPECT_EQ(reads["site.db"], 2);
+  const auto pooled = layered.pooled_candidates(first[0]);
+  EXPECT_EQ(schedules_of(pooled), (std::set<std::string>{sched(32), sched(4)}));
+
+  const auto again = layered.candidates_for(h200(), op_gat());
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].schedule, sched(4));
+  EXPECT_EQ(again[0].layer, "site");
+  EXPECT_EQ(reads["site.db"], 2);  // from memory
+  const auto pooled_again = layered.pooled_candidates(again[0]);
+  ASSERT_EQ(pooled_again.size(), pooled.size());
+  for (size_t i = 0; i < pooled.size(); ++i) {
+    EXPECT_EQ(pooled_again[i].schedule, pooled[i].schedule);
+    EXPECT_EQ(pooled_again[i].median_ms, pooled[i].median_ms);
+  }
+  // another op key of the same layer is a read of its own
+  const auto backward = layered.candidates_for(h200(), op_gat(1));
+  ASSERT_EQ(backward.size(), 1u);
+  EXPECT_EQ(backward[0].schedule, sched(8));
+  EXPECT_EQ(reads["site.db"], 3);
+
+  // the user layer: a row written now is found now, and its rows are read on every lookup
+  layered.put_result(make_run(h200(), op_gat(), 4, {cand(sched(32), 1), cand(sched(16), 0.5)}));
+  const int user_reads = reads["user.db"];
+  const auto with_user = layered.candidates_for(h200(), op_gat());
+  ASSERT_EQ(with_user.size(), 3u);
+  const auto user_row = std::find_if(with_user.begin(), with_user.end(),
+                                     [](const TuningResult& r) { return r.fingerprint_hash == fp_hash(4); });
+  ASSERT_NE(user_row, with_user.end());
+  EXPECT_EQ(user_row->layer, "user");
+  EXPECT_EQ(schedules_of(layered.pooled_candidates(*user_row)), (std::set<std::string>{sched(32), sched(16)}));
+  layered.candidates_for(h200(), op_gat());
+  EXPECT_EQ(reads["user.db"], user_reads + 2);
+  EXPECT_EQ(reads["site.db"], 3);
+}
+
 TEST(LayeredDb, UnusableLayersAreSkippedAndKept) {
   TempDir dir;
   {
