@@ -11,6 +11,7 @@
 #include <cstring>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <thread>
 
 namespace dfgnn::db {
@@ -91,7 +92,18 @@ void throw_db(const std::string& path, std::string_view what, ErrorKind kind) {
 }
 
 std::string unprintable(std::string_view text) {
-  for (size_t i = 0; i < text.size();) {
+  // Most text is printable ASCII (schedules, uuids, fingerprints): eight bytes at a time, none
+  // below 0x20, none with the top bit, none 0x7f; the first other word goes the byte-wise way.
+  size_t start = 0;
+  for (; start + 8 <= text.size(); start += 8) {
+    uint64_t w;
+    std::memcpy(&w, text.data() + start, 8);
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    const uint64_t below_space = (w - kOnes * 0x20) & ~w & kHigh;  // some byte < 0x20 (or >= 0x80)
+    const uint64_t is_del = ((w ^ (kOnes * 0x7f)) - kOnes) & ~(w ^ (kOnes * 0x7f)) & kHigh;  // some byte 0x7f
+    if ((w & kHigh) | below_space | is_del) break;
+  }
+  for (size_t i = start; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7f) return fmt::format("control character {:#04x} at byte {}", c, i);
     if (c < 0x80) {
@@ -218,8 +230,10 @@ Query::Query(Connection& conn, const char* sql)
 int Query::index(std::string_view column) const {
   const auto it = statement_.columns.find(column);
   if (it == statement_.columns.end()) {
+    std::set<std::string_view> sorted;  // by name, whatever the hash's order
+    for (const auto& [name, i] : statement_.columns) sorted.insert(name);
     std::string known;
-    for (const auto& [name, i] : statement_.columns) known += (known.empty() ? "" : ", ") + name;
+    for (const std::string_view name : sorted) known += fmt::format("{}{}", known.empty() ? "" : ", ", name);
     throw_db(conn_.path(), fmt::format("query \"{}\" has no column \"{}\" (it has: {})", sqlite3_sql(stmt_), column,
                                        known));
   }

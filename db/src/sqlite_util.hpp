@@ -59,8 +59,14 @@ inline bool is_busy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) =
 // one table: give anything else, and every column of a join, an AS name). Names are unique within
 // a statement.
 struct Statement {
+  // Hashed by the whole name: a decoder's names share long prefixes ("candidate_stats."), which an
+  // ordered map compares again at every level.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view name) const noexcept { return std::hash<std::string_view>{}(name); }
+  };
   sqlite3_stmt* stmt = nullptr;
-  std::map<std::string, int, std::less<>> columns;
+  std::unordered_map<std::string, int, NameHash, std::equal_to<>> columns;
 };
 
 class Connection {

@@ -417,6 +417,34 @@ TEST(TuningDbColumns, EveryFieldRoundTripsThroughEveryReadPath) {
 
 // The statement wrapper under the decoders: columns are found by name in any order; a name the
 // query lacks and a name it has twice are errors naming the query and the column.
+// The printable check reads clean ASCII eight bytes at a time: every kind of bad byte, at every
+// position of a 40-byte text (so in each word and in the tail), is found and named at its byte.
+TEST(TuningDbText, UnprintableFindsEachBadByteAtItsPosition) {
+  using dfgnn::db::detail::unprintable;
+  const std::string clean = "subwarp:lanes=16,groups=8,team=1,vec=4,m";  // 40 bytes
+  ASSERT_EQ(clean.size(), 40u);
+  EXPECT_EQ(unprintable(clean), "");
+  EXPECT_EQ(unprintable(""), "");
+  EXPECT_EQ(unprintable("~ !"), "");  // 0x7e and 0x20, the printable ends
+  EXPECT_EQ(unprintable(clean + "\xc3\xa9" + clean), "");  // valid UTF-8 (e acute) is text
+  for (size_t at = 0; at < clean.size(); ++at) {
+    std::string t = clean;
+    t[at] = '\x1b';
+    EXPECT_EQ(unprintable(t), fmt::format("control character 0x1b at byte {}", at));
+    t[at] = '\x7f';
+    EXPECT_EQ(unprintable(t), fmt::format("control character 0x7f at byte {}", at));
+    t[at] = '\x1f';
+    EXPECT_EQ(unprintable(t), fmt::format("control character 0x1f at byte {}", at));
+    t[at] = '\xff';
+    EXPECT_EQ(unprintable(t), fmt::format("malformed UTF-8 at byte {}", at));
+    t = clean;
+    t.replace(at, 2, "\xc2\x85");  // U+0085, a C1 control
+    t.resize(clean.size());
+    if (at + 2 <= clean.size())
+      EXPECT_EQ(unprintable(t), fmt::format("C1 control character U+0085 at byte {}", at));
+  }
+}
+
 TEST(TuningDbColumns, QueryReadsByNameAndRejectsUnknownOrAmbiguousColumns) {
   using dfgnn::db::detail::Connection;
   using dfgnn::db::detail::Query;
