@@ -68,7 +68,8 @@ def explain(graph, op, direction="forward", *, context=None):
     with the cached answer, and ``cached`` whether this call came from memory. ``layer`` names the
     database of an exact, nearest or tuned answer ("user", "site" or "shipped": the database
     installed with the package) and ``source`` its file; a nearest answer has ``distance``,
-    ``radius``, ``neighbours`` and ``neighbour`` (the nearest tuned graph's fingerprint hash,
+    ``radius``, ``neighbours`` (the tuned graphs that voted; 1 when the nearest one's winner was
+    clear and no vote was needed) and ``neighbour`` (the nearest tuned graph's fingerprint hash,
     bucket key, nodes and edges), a default one its ``rule``. ``origin_detail`` says it in one
     line. ``module`` says where the pass's compiled kernels came from in this process
     ("compiled", "<layer> database <file>", or "not loaded yet"). Also: the schedule and the

@@ -523,7 +523,9 @@ dfgnn_status_t dfgnnExplain(dfgnn_context_t ctx, dfgnn_graph_t graph, const dfgn
       if (d.origin == DispatchLevel::Nearest) {
         j["distance"] = d.distance;
         j["radius"] = d.radius;
-        j["neighbours"] = d.neighbours;  // tuned graphs that voted; the row below is the nearest one's
+        // tuned graphs that voted (1: the nearest graph's winner was clear, so no vote was held); the
+        // row below is the nearest one's
+        j["neighbours"] = d.neighbours;
         if (d.row) {
           const dfgnn_fingerprint_t fp = stored_fingerprint(d.row->fingerprint_text).fp;  // checked when the row was read
           j["neighbour"] = {{"fingerprint_hash", d.row->fingerprint_hash}, {"bucket_key", d.row->bucket_key},

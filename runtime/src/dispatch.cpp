@@ -364,15 +364,21 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
     return a.first != b.first ? a.first < b.first : a.second.fingerprint_hash < b.second.fingerprint_hash;
   });
   if (near.empty() || near.front().first > radius) return std::nullopt;
-  std::vector<TunedNeighbour> neighbours;
-  for (const auto& [distance, row] : near) {
-    TunedNeighbour n{distance, row.schedule, layers->pooled_candidates(row), 0.0};
+  const auto neighbour = [&](const std::pair<double, db::TuningResult>& near_row) {
+    TunedNeighbour n{near_row.first, near_row.second.schedule, layers->pooled_candidates(near_row.second), 0.0};
     std::vector<stats::Summary> summaries;
     for (const db::CandidateStat& c : n.candidates) summaries.push_back(c.summary());
     n.pooled_spread = stats::median_relative_stddev(summaries);
-    neighbours.push_back(std::move(n));
-  }
-  const NearestRanking ranking = rank_nearest(neighbours, radius, layers->policy().tie);
+    return n;
+  };
+  const stats::TiePolicy& tie = layers->policy().tie;
+  std::vector<TunedNeighbour> neighbours{neighbour(near.front())};
+  // The others vote only among the schedules the nearest graph offers. When it offers its winner
+  // alone, no vote can change the answer, so their statistics are not read (a process's first
+  // decision reads each from the database, 0.05-0.1 ms apiece).
+  if (eligible_schedules(neighbours.front(), tie).size() > 1)
+    for (size_t i = 1; i < near.size(); ++i) neighbours.push_back(neighbour(near[i]));
+  const NearestRanking ranking = rank_nearest(neighbours, radius, tie);
   Decision d;
   d.level = d.origin = DispatchLevel::Nearest;
   d.distance = near.front().first;

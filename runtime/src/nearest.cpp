@@ -11,21 +11,31 @@
 
 namespace dfgnn {
 
-NearestRanking rank_nearest(const std::vector<TunedNeighbour>& neighbours, double radius, const stats::TiePolicy& tie) {
-  NearestRanking out;
-  if (neighbours.empty() || !(neighbours.front().distance <= radius)) return out;
-  const TunedNeighbour& nearest = neighbours.front();
-  const auto best_of = [](const TunedNeighbour& n) {
-    const db::CandidateStat* best = nullptr;
-    for (const db::CandidateStat& c : n.candidates)
-      if (c.median_ms > 0 && (best == nullptr || c.median_ms < best->median_ms)) best = &c;
-    return best;
-  };
+namespace {
+
+const db::CandidateStat* best_of(const TunedNeighbour& n) {
+  const db::CandidateStat* best = nullptr;
+  for (const db::CandidateStat& c : n.candidates)
+    if (c.median_ms > 0 && (best == nullptr || c.median_ms < best->median_ms)) best = &c;
+  return best;
+}
+
+}  // namespace
+
+std::set<std::string> eligible_schedules(const TunedNeighbour& nearest, const stats::TiePolicy& tie) {
   std::set<std::string> eligible{nearest.winner};
   if (const db::CandidateStat* best = best_of(nearest))
     for (const db::CandidateStat& c : nearest.candidates)
       if (c.median_ms > 0 && stats::tied(c.summary(), best->summary(), nearest.pooled_spread, tie))
         eligible.insert(c.schedule);
+  return eligible;
+}
+
+NearestRanking rank_nearest(const std::vector<TunedNeighbour>& neighbours, double radius, const stats::TiePolicy& tie) {
+  NearestRanking out;
+  if (neighbours.empty() || !(neighbours.front().distance <= radius)) return out;
+  const TunedNeighbour& nearest = neighbours.front();
+  const std::set<std::string> eligible = eligible_schedules(nearest, tie);
 
   std::map<std::string, std::pair<double, double>> votes;  // schedule -> (sum of w * slowdown, sum of w)
   for (const TunedNeighbour& n : neighbours) {

@@ -6,6 +6,7 @@
 #include "stats.hpp"
 #include "tuning_db.hpp"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct NearestRanking {
   std::vector<std::string> schedules;  // to try in order (the first usable one answers); empty: none
   int voters = 0;                      // neighbours that rated an eligible schedule
 };
+
+// The schedules the nearest graph offers to the vote: its winner, and those it measured tied with its
+// best (by stats::tied in the band `tie`: the database's winner policy).
+std::set<std::string> eligible_schedules(const TunedNeighbour& nearest, const stats::TiePolicy& tie);
 
 // The rule. `neighbours` holds the tuned graphs within vote_radius, nearest first. No answer unless
 // the nearest lies within `radius`. Its winner and the schedules it measured tied with its best
