@@ -148,6 +148,7 @@ t = time.perf_counter()
 torch.cuda.synchronize()
 out["second_step_ms"] = (time.perf_counter() - t) * 1e3
 out["compiles"] = dfgnn.ops.cache_counters()["compiles"]
+out["native_used"] = dt.native_status()["available"]  # the native eager ops ran these calls
 out["modules"] = {p["pass"]: p.get("module", "") for d in ("forward", "backward") for p in dfgnn.explain(g, op, d)}
 out["schedules"] = {p["pass"]: p["schedule"] for d in ("forward", "backward") for p in dfgnn.explain(g, op, d)}
 print(json.dumps(out))
@@ -184,6 +185,11 @@ def parse_args(argv=None):
     p.add_argument("--breakdown", action="store_true",
                    help="also time torch's own first backward first, profile dfgnn's (cProfile, top 20), and split "
                         "the first forward into dispatch, module and call")
+    p.add_argument("--native", choices=("prebuilt", "none"), default="prebuilt",
+                   help="prebuilt (default): the native eager ops are built once, ahead, into a cache every child "
+                        "reads, as for a user whose first run built them; none: DFGNN_TORCH_NATIVE=0 (the Python "
+                        "path). Without either, each fresh child of an empty cache would start its own background "
+                        "build and run the Python path beside it.")
     p.add_argument("--tag", default=datetime.date.today().isoformat())
     return p.parse_args(argv)
 
@@ -198,11 +204,12 @@ def configs(text):
     return out
 
 
-def child(mode, graph, datasets, config, cache_dir, timeout, breakdown=False):
-    """One fresh process; its JSON line, plus the compiles its INFO lines report."""
+def child(mode, graph, datasets, config, cache_dir, timeout, breakdown=False, native_env=None):
+    """One fresh process; its JSON line, plus the compiles its INFO lines report. native_env: the
+    native ops' variables (native_setup)."""
     # debug, for the library's "span" lines, with --breakdown
     env = dict(os.environ, DFGNN_CACHE_DIR=str(cache_dir), DFGNN_LOG_LEVEL="debug" if breakdown else "info",
-               DFGNN_COLD_BREAKDOWN="1" if breakdown else "0")
+               DFGNN_COLD_BREAKDOWN="1" if breakdown else "0", **(native_env or {}))
     args = [sys.executable, "-c", CHILD, mode, graph, datasets, *map(str, config)]
     t = time.perf_counter()
     r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
@@ -217,6 +224,29 @@ def child(mode, graph, datasets, config, cache_dir, timeout, breakdown=False):
     return row
 
 
+def native_setup(how, out_dir, timeout=900):
+    """The environment of the children's native eager ops: prebuilt into OUT/native-ops (built here
+    once, in the foreground), or off. A failed build is an error of the run (the rows would measure
+    the Python path while claiming the native one)."""
+    if how == "none":
+        return {"DFGNN_TORCH_NATIVE": "0"}
+    env = {"DFGNN_NATIVE_CACHE_DIR": str(out_dir / "native-ops"), "DFGNN_TORCH_NATIVE": "1"}
+    r = subprocess.run([sys.executable, "-m", "dfgnn.torch._native"], env=dict(os.environ, **env), capture_output=True,
+                       text=True, timeout=timeout, cwd=REPO)
+    if r.returncode != 0:
+        raise RuntimeError(f"building the native ops failed: {r.stderr.strip()[-600:]}")
+    return env
+
+
+def native_cell(row):
+    """The native column: the mode asked for, and whether the native ops ran (rows from before that was
+    recorded show the mode alone)."""
+    mode = row.get("torch_native", "-")
+    if "native_used" not in row:
+        return mode
+    return f"{mode}, {'used' if row['native_used'] else 'not used'}"
+
+
 def fmt(x, d=0):
     return "-" if x is None else f"{x:.{d}f}"
 
@@ -224,7 +254,8 @@ def fmt(x, d=0):
 def markdown(report):
     m = report["meta"]
     lines = [f"# Cold start: first calls of a fresh process ({m['date']})", "",
-             f"Commit `{m['commit']}`, {m['host']}; `python bench/cold_start.py {m['argv']}`.", ""]
+             f"Commit `{m['commit']}`, {m['host']}; `python bench/cold_start.py {m['argv']}`."
+             + (f" Native eager ops: {m['native']}." if m.get("native") else ""), ""]
     rows = report["rows"]
     if m["compile_only"]:
         lines += ["NVRTC only (`dfgnn.compile` of the default schedules, fresh process, empty cache): wall ms.", "",
@@ -248,7 +279,7 @@ def markdown(report):
             lines.append(f"| {r['graph']} | {r['model']} | {r['heads']} x {r['dim']} | {r['dtype']} | {r['cache']} | "
                          f"{fmt(r.get('first_forward_ms'), 1)} | {fmt(r.get('first_backward_ms'), 1)} | "
                          f"{fmt(r.get('torch_first_backward_ms'), 1)} | {fmt(r.get('second_step_ms'), 1)} | "
-                         f"{r.get('compiles', '-')} | {r.get('torch_native', '-')} | {'; '.join(mods)} |")
+                         f"{r.get('compiles', '-')} | {native_cell(r)} | {'; '.join(mods)} |")
         steps = [r for r in rows if r.get("first_forward_steps")]
         if steps:
             lines += ["", "First forward in steps (ms): runtime = libdfgnn's first CUDA runtime call (`dfgnn.has_device`); "
@@ -301,6 +332,8 @@ def main(argv=None):
     report = dict(meta=meta, rows=[], errors=[])
     stem = a.out / f"{a.tag}-cold-start"
     datasets = a.datasets
+    native_env = None if a.compile_only else native_setup(a.native, a.out)
+    meta["native"] = "off (DFGNN_TORCH_NATIVE=0)" if a.native == "none" else "prebuilt"
     for graph in a.graphs.split(","):
         for config in configs(a.configs):
             case = dict(graph=graph, model=config[0], heads=config[1], dim=config[2], dtype=config[3])
@@ -311,7 +344,8 @@ def main(argv=None):
                     else:
                         for state in ("cold", "warm"):
                             report["rows"].append(dict(case, cache=state,
-                                                       **child("call", graph, datasets, config, cache, a.timeout, a.breakdown)))
+                                                       **child("call", graph, datasets, config, cache, a.timeout,
+                                                               a.breakdown, native_env)))
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
                     report["errors"].append(dict(case=" ".join(map(str, case.values())), error=str(e)))
             print(json.dumps(report["rows"][-1] if report["rows"] else report["errors"][-1])[:300], flush=True)

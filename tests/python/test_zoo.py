@@ -133,3 +133,18 @@ def test_shapes_smoke_runs_every_section(tmp_path):
     for r in report["rows"]:
         assert set(r["schedules"]["default"]) == {"forward", "backward_row", "backward_col"}
         assert all(us > 0 for us in r["us"]["default"].values()), r
+
+
+def test_cold_start_says_whether_the_native_ops_ran(tmp_path):
+    """Each row says whether the native eager ops ran its calls, beside the mode asked for; --native none
+    turns them off in every child instead of letting each start its own background build."""
+    cold = load_bench("cold_start")
+    assert cold.native_setup("none", tmp_path) == {"DFGNN_TORCH_NATIVE": "0"}
+    base = dict(graph="cora", model="gat", heads=8, dim=8, dtype="float32", cache="warm", first_forward_ms=9.5,
+                first_backward_ms=12.0, compiles=0, modules={})
+    rows = [dict(base, torch_native="1", native_used=True), dict(base, cache="cold", torch_native="0", native_used=False),
+            dict(base, cache="cold", torch_native="auto")]  # a row from before native_used was recorded
+    md = cold.markdown(dict(meta=dict(date="d", commit="c", host="h", compile_only=False, argv="", native="prebuilt"),
+                            rows=rows, errors=[]))
+    assert "| 0 | 1, used |" in md and "| 0 | 0, not used |" in md and "| 0 | auto |" in md
+    assert "Native eager ops: prebuilt." in md
