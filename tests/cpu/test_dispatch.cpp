@@ -794,18 +794,11 @@ TEST(Dispatch, FirstDispatchLogsItsSpansOnceAtDebug) {
   auto g = test::graph_from_edges(ctx.get(), 4, {0, 1, 2, 3}, {1, 2, 3, 0});
   const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 1, 32);
   const auto explained_log = [&] {
-    std::ostringstream captured;
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-    spdlog::logger& logger = log();
-    const spdlog::level::level_enum old_level = logger.level();
-    logger.set_level(spdlog::level::debug);
-    logger.sinks().push_back(sink);
+    LogCapture captured(spdlog::level::debug);
     size_t length = 0;
-    const dfgnn_status_t s = dfgnnExplain(ctx.get(), g.get(), &op, DFGNN_FORWARD, nullptr, 0, &length);
-    logger.sinks().pop_back();
-    logger.set_level(old_level);
-    EXPECT_EQ(s, DFGNN_STATUS_SUCCESS) << dfgnnGetLastErrorMessage();
-    return captured.str();
+    EXPECT_EQ(dfgnnExplain(ctx.get(), g.get(), &op, DFGNN_FORWARD, nullptr, 0, &length), DFGNN_STATUS_SUCCESS)
+        << dfgnnGetLastErrorMessage();
+    return captured.text();
   };
   const auto count = [](const std::string& text, const std::string& what) {
     size_t n = 0;

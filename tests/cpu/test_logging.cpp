@@ -1,14 +1,12 @@
 // The library's logger (logging.hpp): the level's spelling, and the spans that time one-time steps.
 #include "test_util.hpp"
 
+#include "log_capture.hpp"
 #include "logging.hpp"
-
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <chrono>
 #include <optional>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 namespace dfgnn {
@@ -27,16 +25,9 @@ TEST(Logging, LevelIsCaseInsensitiveAndUnknownIsRefused) {
 // What the logger received while body ran at level.
 template <typename Body>
 std::string logged_at(spdlog::level::level_enum level, Body&& body) {
-  std::ostringstream captured;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  spdlog::logger& logger = log();
-  const spdlog::level::level_enum old_level = logger.level();
-  logger.set_level(level);
-  logger.sinks().push_back(sink);
+  test::LogCapture captured(level);
   body();
-  logger.sinks().pop_back();
-  logger.set_level(old_level);
-  return captured.str();
+  return captured.text();
 }
 
 TEST(Logging, SpanLogsItsDurationAtDebugAndNothingAbove) {
