@@ -183,8 +183,8 @@ def parse_args(argv=None):
     p.add_argument("--compile-only", action="store_true", help="NVRTC only, no GPU: dfgnn.compile per direction")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per child process")
     p.add_argument("--breakdown", action="store_true",
-                   help="also time torch's own first backward first, profile dfgnn's (cProfile, top 20), and split "
-                        "the first forward into dispatch, module and call")
+                   help="also time torch's own first backward first, profile dfgnn's (cProfile, top 20), split the "
+                        "first forward into steps, and sum the library's debug spans per phase")
     p.add_argument("--native", choices=("prebuilt", "none"), default="prebuilt",
                    help="prebuilt (default): the native eager ops are built once, ahead, into a cache every child "
                         "reads, as for a user whose first run built them; none: DFGNN_TORCH_NATIVE=0 (the Python "
@@ -332,8 +332,10 @@ def main(argv=None):
     report = dict(meta=meta, rows=[], errors=[])
     stem = a.out / f"{a.tag}-cold-start"
     datasets = a.datasets
-    native_env = None if a.compile_only else native_setup(a.native, a.out)
-    meta["native"] = "off (DFGNN_TORCH_NATIVE=0)" if a.native == "none" else "prebuilt"
+    native_env = None
+    if not a.compile_only:  # (the compile-only children run without PyTorch)
+        native_env = native_setup(a.native, a.out)
+        meta["native"] = "off (DFGNN_TORCH_NATIVE=0)" if a.native == "none" else "prebuilt"
     for graph in a.graphs.split(","):
         for config in configs(a.configs):
             case = dict(graph=graph, model=config[0], heads=config[1], dim=config[2], dtype=config[3])

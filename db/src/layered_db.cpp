@@ -377,6 +377,17 @@ void LayeredDb::each_layer(const char* what, bool results, F&& f) {
     if (visit(*file, LayerKind::Shipped)) return;
 }
 
+template <typename Map, typename Read>
+typename Map::mapped_type LayeredDb::read_once(Map& memo, const typename Map::key_type& key, Read&& read) {
+  {
+    std::lock_guard lock(memo_mutex_);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+  typename Map::mapped_type value = read();
+  std::lock_guard lock(memo_mutex_);
+  return memo.emplace(key, std::move(value)).first->second;
+}
+
 const EnvironmentInfo& LayeredDb::as_seen_by(const TuningDb& db, const EnvironmentInfo& current) const {
   const auto it = stand_in_.find(&db);
   return it == stand_in_.end() ? current : it->second;
@@ -398,23 +409,14 @@ std::vector<TuningResult> LayeredDb::candidates_for(const EnvironmentInfo& curre
   std::map<std::string, TuningResult> by_fingerprint;
   each_layer("candidate search", true, [&](TuningDb& db, LayerKind kind) {
     const EnvironmentInfo& seen = as_seen_by(db, current);
-    std::vector<TuningResult> rows;
-    if (kind == LayerKind::User) {
-      rows = db.candidates_for(seen, op, bucket_key);
-    } else {
-      const std::string key = fmt::format("{}|{}|{}:{}:{}:{}:{}:{}|{}", static_cast<const void*>(&db),
-                                          environment_class(seen), op.model, op.dtype, op.heads, op.dim,
-                                          op.direction, op.key_bits, bucket_key ? "b:" + *bucket_key : "*");
-      {
-        std::lock_guard lock(memo_mutex_);
-        if (auto it = rows_memo_.find(key); it != rows_memo_.end()) rows = it->second;
-      }
-      if (rows.empty()) {  // (an empty answer is asked again: it is cheap, and keeps the memo small)
-        rows = db.candidates_for(seen, op, bucket_key);
-        std::lock_guard lock(memo_mutex_);
-        rows_memo_.emplace(key, rows);
-      }
-    }
+    const auto read = [&] { return db.candidates_for(seen, op, bucket_key); };
+    std::vector<TuningResult> rows =
+        kind == LayerKind::User
+            ? read()
+            : read_once(rows_memo_,
+                        RowsKey{&db, environment_class(seen), op.model, op.dtype, op.heads, op.dim, op.direction,
+                                op.key_bits, bucket_key.value_or("")},
+                        read);
     for (TuningResult& r : rows) {
       r.layer = layer_name(kind);
       by_fingerprint.try_emplace(r.fingerprint_hash, std::move(r));  // a higher layer was first
@@ -445,20 +447,8 @@ std::vector<CandidateStat> LayeredDb::pooled_candidates(const TuningResult& row)
   std::vector<CandidateStat> out;
   each_layer("candidate statistics", true, [&](TuningDb& db, LayerKind kind) {
     if (db.path().string() != row.source) return false;
-    if (kind == LayerKind::User) {
-      out = db.pooled_candidates(row.id);
-      return true;
-    }
-    {
-      std::lock_guard lock(memo_mutex_);
-      if (auto it = pooled_memo_.find({&db, row.id}); it != pooled_memo_.end()) {
-        out = it->second;
-        return true;
-      }
-    }
-    out = db.pooled_candidates(row.id);
-    std::lock_guard lock(memo_mutex_);
-    pooled_memo_.emplace(std::make_pair(&db, row.id), out);
+    const auto read = [&] { return db.pooled_candidates(row.id); };
+    out = kind == LayerKind::User ? read() : read_once(pooled_memo_, {&db, row.id}, read);
     return true;
   });
   return out;

@@ -63,6 +63,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace dfgnn::db {
@@ -540,9 +541,15 @@ class LayeredDb {
   // op key and the statistics of each neighbour (about 2 ms of a fresh process's first call on an
   // H100); later graphs and passes of the same op key compare fingerprints in memory. The user
   // layer, which other processes write, is read afresh every time.
+  // The layer, its GPU class, the op key's fields and the bucket ("" for none).
+  using RowsKey = std::tuple<const TuningDb*, std::string, int32_t, int32_t, int32_t, int32_t, int32_t, int32_t,
+                             std::string>;
   std::mutex memo_mutex_;
-  std::map<std::string, std::vector<TuningResult>> rows_memo_;
+  std::map<RowsKey, std::vector<TuningResult>> rows_memo_;
   std::map<std::pair<const TuningDb*, int64_t>, std::vector<CandidateStat>> pooled_memo_;
+  // memo[key], read() the first time (outside the lock: layers are read in parallel).
+  template <typename Map, typename Read>
+  typename Map::mapped_type read_once(Map& memo, const typename Map::key_type& key, Read&& read);
   const EnvironmentInfo& as_seen_by(const TuningDb& db, const EnvironmentInfo& current) const;
 };
 
