@@ -10,6 +10,8 @@
 // package (python_bindings/dfgnn/).
 #include <dfgnn/dfgnn.h>
 
+#include "_prepared_call.hpp"
+
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -824,39 +826,28 @@ void gpu_backward(const Context& ctx, const Graph& g, const dfgnn_op_t& op, nb::
 // devices; contiguity it ensures itself), so a pointer reaching a Launch belongs to an array of
 // the kind that was validated.
 struct Launch {
-  ContextPtr ctx;
-  dfgnn_graph_t graph = nullptr;  // not owned: each call passes its Graph, which must be this one
-  dfgnn_op_t op{};
+  ContextPtr ctx;  // keeps the context alive
   dfgnn_direction_t direction = DFGNN_FORWARD;
-  std::optional<std::string> schedule;
-  std::vector<int> slots;  // dfgnn_inputs_t slots of the call's pointers, in MODEL_INPUTS order (+ edge)
-  size_t workspace_bytes = 0;
+  dfgnn_torch::PreparedCall call;  // the core shared with the native op (_prepared_call.hpp)
 };
 
-size_t query_workspace(const Launch& L) {
-  size_t bytes = 0;
-  dfgnn_status_t s;
-  unlocked([&] {
-    s = dfgnnGetWorkspaceSize(L.ctx->handle, L.graph, &L.op, L.direction, L.schedule ? L.schedule->c_str() : nullptr, &bytes);  // checked by make_launch
-  });
-  check(s, "dfgnnGetWorkspaceSize");
-  return bytes;
+void check(const dfgnn_torch::Failure& f) {
+  if (f) throw BindError(f.status, f.function, f.message);
 }
 
 std::unique_ptr<Launch> make_launch(const Context& ctx, const Graph& g, const dfgnn_op_t& op,
                                     dfgnn_direction_t direction, const std::optional<std::string>& schedule,
                                     nb::handle inputs, nb::handle out, nb::handle lse, nb::handle grad_out,
                                     nb::handle grads) {
+  cstr(schedule, "dfgnnGetWorkspaceSize", "schedule");  // refuses a NUL in the text
   auto L = std::make_unique<Launch>();
   L->ctx = ctx.box;
-  L->graph = g.handle;
-  L->op = op;
   L->direction = direction;
-  L->schedule = schedule;
-  L->slots = op_slots(op);
-  // first, as dfgnn.torch asked for the size before each call until now: a bad schedule or op fails
-  // as the size query, then bad arrays as forward / backward
-  L->workspace_bytes = query_workspace(*L);
+  // the size first, as dfgnn.torch asked for it before each call until now: a bad schedule or op
+  // fails as the size query, then bad arrays as forward / backward
+  dfgnn_torch::Failure f;
+  unlocked([&] { f = L->call.init(ctx.get(), g.handle, op, schedule, direction); });
+  check(f);
   if (direction == DFGNN_FORWARD) {
     OpCall c("dfgnnForward", g, op, true);
     c.slots<InArray>(inputs, "inputs");
@@ -874,72 +865,62 @@ std::unique_ptr<Launch> make_launch(const Context& ctx, const Graph& g, const df
   return L;
 }
 
-std::array<void*, kNumSlots> slot_pointers(const Launch& L, std::initializer_list<uintptr_t> ptrs) {
-  std::array<void*, kNumSlots> p{};
-  size_t i = 0;
-  for (uintptr_t ptr : ptrs) {
-    if (i < L.slots.size()) p[L.slots[i]] = reinterpret_cast<void*>(ptr);
-    ++i;
+// A prepared call's workspace: allocate(bytes) (dfgnn.torch: a uint8 CUDA tensor from torch's caching
+// allocator on the call's stream), called with the GIL taken back, kept until the call returned (the
+// object is destroyed with the GIL held).
+struct PythonWorkspace {
+  nb::handle allocate;
+  nb::object buffer;
+  void* operator()(size_t bytes) {
+    nb::gil_scoped_acquire gil;
+    buffer = allocate(bytes);
+    return reinterpret_cast<void*>(nb::cast<uintptr_t>(buffer.attr("data_ptr")()));
   }
-  return p;
+};
+
+void require_graph(const Launch& L, const Graph& g, const char* function) {
+  if (g.handle != L.call.graph()) fail_arg(function, "value", "this prepared launch belongs to another graph");
 }
 
-// Runs a prepared call; returns 0, or the workspace bytes the call needs when the one passed is too
-// small (dispatch chose another schedule since, e.g. after tuning): the caller then retries with a
-// workspace that large. Other failures raise as forward / backward do.
-template <typename F>
-size_t run_prepared(Launch& L, const Graph& g, const char* function, uintptr_t stream, uintptr_t workspace,
-                    uint64_t seed, uintptr_t seed_ptr, F&& call) {
-  if (g.handle != L.graph) fail_arg(function, "value", "this prepared launch belongs to another graph");
-  dfgnn_op_t op = L.op;
-  if (op.dropout > 0) op.dropout_seed = seed;
-  dfgnn_launch_t launch{};
-  launch.stream = reinterpret_cast<void*>(stream);
-  launch.workspace = reinterpret_cast<void*>(workspace);
-  launch.workspace_bytes = workspace != 0 ? L.workspace_bytes : 0;
-  launch.schedule = L.schedule ? L.schedule->c_str() : nullptr;  // checked by make_launch
-  launch.dropout_seed_device = reinterpret_cast<const uint64_t*>(seed_ptr);
-  dfgnn_status_t s;
-  unlocked([&] { s = call(op, launch); });
-  if (s == DFGNN_STATUS_SUCCESS) return 0;
-  const BindError error(s, function, dfgnnGetLastErrorMessage());
-  if (s == DFGNN_STATUS_INVALID_ARGUMENT || s == DFGNN_STATUS_NULL_POINTER) {
-    size_t needed = 0;
-    try {
-      needed = query_workspace(L);
-    } catch (const BindError&) {
-      throw error;  // the call's own error, not the query's
-    }
-    if (needed > launch.workspace_bytes) {
-      L.workspace_bytes = needed;
-      return needed;
-    }
+// dfgnnForward / dfgnnBackward of a prepared launch on raw device pointers (ints, 0 for none), without
+// the GIL; failures raise as forward / backward do.
+void launch_forward(Launch& L, const Graph& g, uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3, uintptr_t out,
+                    uintptr_t lse, uintptr_t stream, uint64_t seed, uintptr_t seed_ptr, nb::callable allocate) {
+  require_graph(L, g, "dfgnnForward");
+  const std::array<const void*, 4> a{reinterpret_cast<const void*>(a0), reinterpret_cast<const void*>(a1),
+                                     reinterpret_cast<const void*>(a2), reinterpret_cast<const void*>(a3)};
+  const dfgnn_inputs_t in = L.call.fields<dfgnn_inputs_t>(a.data(), a.size());
+  dfgnn_torch::Failure f;
+  {
+    PythonWorkspace workspace{allocate, {}};
+    unlocked([&] {
+      f = L.call.forward(in, reinterpret_cast<void*>(out), reinterpret_cast<float*>(lse), reinterpret_cast<void*>(stream),
+                         seed, reinterpret_cast<const uint64_t*>(seed_ptr), workspace);
+    });
   }
-  throw error;
+  check(f);
 }
 
-size_t launch_forward(Launch& L, const Graph& g, uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3,
-                      uintptr_t out, uintptr_t lse, uintptr_t stream, uintptr_t workspace, uint64_t seed,
-                      uintptr_t seed_ptr) {
-  const dfgnn_inputs_t in = to_inputs(slot_pointers(L, {a0, a1, a2, a3}));
-  return run_prepared(L, g, "dfgnnForward", stream, workspace, seed, seed_ptr,
-                      [&](const dfgnn_op_t& op, const dfgnn_launch_t& launch) {
-                        return dfgnnForward(L.ctx->handle, L.graph, &op, &in, reinterpret_cast<void*>(out),
-                                            reinterpret_cast<float*>(lse), &launch);
-                      });
-}
-
-size_t launch_backward(Launch& L, const Graph& g, uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3,
-                       uintptr_t out, uintptr_t lse, uintptr_t grad_out, uintptr_t g0, uintptr_t g1, uintptr_t g2,
-                       uintptr_t g3, uintptr_t stream, uintptr_t workspace, uint64_t seed, uintptr_t seed_ptr) {
-  const dfgnn_inputs_t in = to_inputs(slot_pointers(L, {a0, a1, a2, a3}));
-  const dfgnn_grads_t gr = to_grads(slot_pointers(L, {g0, g1, g2, g3}));
-  return run_prepared(L, g, "dfgnnBackward", stream, workspace, seed, seed_ptr,
-                      [&](const dfgnn_op_t& op, const dfgnn_launch_t& launch) {
-                        return dfgnnBackward(L.ctx->handle, L.graph, &op, &in, reinterpret_cast<const void*>(out),
-                                             reinterpret_cast<const float*>(lse),
-                                             reinterpret_cast<const void*>(grad_out), &gr, &launch);
-                      });
+void launch_backward(Launch& L, const Graph& g, uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3, uintptr_t out,
+                     uintptr_t lse, uintptr_t grad_out, uintptr_t g0, uintptr_t g1, uintptr_t g2, uintptr_t g3,
+                     uintptr_t stream, uint64_t seed, uintptr_t seed_ptr, nb::callable allocate) {
+  require_graph(L, g, "dfgnnBackward");
+  const std::array<const void*, 4> a{reinterpret_cast<const void*>(a0), reinterpret_cast<const void*>(a1),
+                                     reinterpret_cast<const void*>(a2), reinterpret_cast<const void*>(a3)};
+  const std::array<void*, 4> d{reinterpret_cast<void*>(g0), reinterpret_cast<void*>(g1), reinterpret_cast<void*>(g2),
+                               reinterpret_cast<void*>(g3)};
+  const dfgnn_inputs_t in = L.call.fields<dfgnn_inputs_t>(a.data(), a.size());
+  const dfgnn_grads_t gr = L.call.fields<dfgnn_grads_t>(d.data(), d.size());
+  dfgnn_torch::Failure f;
+  {
+    PythonWorkspace workspace{allocate, {}};
+    unlocked([&] {
+      f = L.call.backward(in, reinterpret_cast<const void*>(out), reinterpret_cast<const float*>(lse),
+                          reinterpret_cast<const void*>(grad_out), gr, reinterpret_cast<void*>(stream), seed,
+                          reinterpret_cast<const uint64_t*>(seed_ptr), workspace);
+    });
+  }
+  check(f);
 }
 
 // Description of an array-like without importing its framework: dtype name, shape, device.
@@ -1178,14 +1159,15 @@ void bind_launch(nb::module_& m) {
   m.def("backward", &gpu_backward, "context"_a, "graph"_a, "op"_a, "inputs"_a, "out"_a, "lse"_a.none(),
         "grad_out"_a, "grads"_a, "stream"_a, "workspace"_a.none(), "schedule"_a.none());
   nb::class_<Launch>(m, "Launch", "A prepared op direction for one graph (dfgnn.torch's call path)")
-      .def_prop_ro("workspace_bytes", [](const Launch& L) { return L.workspace_bytes; })
+      .def_prop_ro("workspace_bytes", [](const Launch& L) { return L.call.workspace_bytes(L.direction); })
       .def_prop_ro("direction", [](const Launch& L) { return L.direction; })
       .def("forward", &launch_forward, "graph"_a, "a0"_a, "a1"_a, "a2"_a, "a3"_a, "out"_a, "lse"_a, "stream"_a,
-           "workspace"_a, "seed"_a, "seed_ptr"_a,
+           "seed"_a, "seed_ptr"_a, "allocate"_a,
            "dfgnnForward on raw device pointers (ints): the op's inputs in MODEL_INPUTS order, then edge "
-           "(0 when absent). Returns 0, or the workspace bytes needed when the workspace is too small.")
+           "(0 when absent). allocate(nbytes) returns the call's workspace (an object with data_ptr()), "
+           "asked again, larger, when dispatch has chosen a schedule with a larger workspace since.")
       .def("backward", &launch_backward, "graph"_a, "a0"_a, "a1"_a, "a2"_a, "a3"_a, "out"_a, "lse"_a,
-           "grad_out"_a, "g0"_a, "g1"_a, "g2"_a, "g3"_a, "stream"_a, "workspace"_a, "seed"_a, "seed_ptr"_a,
+           "grad_out"_a, "g0"_a, "g1"_a, "g2"_a, "g3"_a, "stream"_a, "seed"_a, "seed_ptr"_a, "allocate"_a,
            "dfgnnBackward on raw device pointers, as forward.");
   m.def("make_launch", &make_launch, "context"_a, "graph"_a, "op"_a, "direction"_a, "schedule"_a.none(),
         "inputs"_a, "out"_a, "lse"_a.none(), "grad_out"_a.none(), "grads"_a.none(),

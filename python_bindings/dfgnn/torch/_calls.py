@@ -49,13 +49,14 @@ class _Prepared:
         self.native = None  # (torch.classes.dfgnn_native.Prepared, its address), made at the first native call
 
     def workspace(self, nbytes):
-        """The device scratch of one call, from torch's caching allocator on the current stream
-        (about a microsecond; the size is the Launch's, so no call queries it). Not cached across
+        """The device scratch of one call, from torch's caching allocator on the current stream: the
+        Launch asks for it at each call (about a microsecond), and once more, larger, when dispatch
+        has chosen a schedule with a larger workspace since (_prepared_call.hpp). Not cached across
         calls: torch.compile's CUDA graph trees run warm-up calls with every allocation going to
         their private pool, and a cached buffer made there would outlive the warm-up untracked
         (they refuse that), while a buffer captured in one CUDA graph must not be shared with eager
         calls either."""
-        return None if nbytes == 0 else torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.device)
 
 
 def _launch_key(model, option_values, schedule, tensors):
@@ -81,17 +82,6 @@ def _seed_args(seed):
     if isinstance(seed, torch.Tensor):
         return 0, seed.data_ptr()
     return seed, 0
-
-
-def _launch(prep, launch, run):
-    """Runs a Launch call run(workspace pointer) with a fresh workspace; retried once with a larger
-    one when dispatch changed its schedule since (the call then reports the bytes it needs)."""
-    ws = prep.workspace(launch.workspace_bytes)
-    needed = run(0 if ws is None else ws.data_ptr())
-    if needed:
-        ws = prep.workspace(needed)
-        run(ws.data_ptr())
-    return ws  # keeps the scratch alive until the call returned (the allocator orders its reuse)
 
 
 class _OnDevice:
@@ -132,11 +122,9 @@ def _cuda_forward(g, model, inputs, params, schedule, seed, first):
             prep.forward = _dfgnn.make_launch(_dfgnn.default_context(), g._h, prep.op, Direction.FORWARD, schedule,
                                               _dls(inputs), _dl(out), _dl(lse), None, None)
         stream = torch._C._cuda_getCurrentRawStream(prep.device)
-        launch, h = prep.forward, g._h
         a = _pointers(tensors)
-        o, s = out.data_ptr(), lse.data_ptr()
-        _launch(prep, launch, lambda ws: launch.forward(h, a[0], a[1], a[2], a[3], o, s, stream, ws, seed_int,
-                                                        seed_ptr))
+        prep.forward.forward(g._h, a[0], a[1], a[2], a[3], out.data_ptr(), lse.data_ptr(), stream, seed_int, seed_ptr,
+                             prep.workspace)
     if fresh:
         g._device = prep.device
         if cache is None:
@@ -160,11 +148,9 @@ def _cuda_backward(g, model, inputs, out, lse, grad_out, params, schedule, seed)
                                                schedule, _dls(inputs), _dl(out), _dl(lse), _dl(grad_out),
                                                _dls(grads))
         stream = torch._C._cuda_getCurrentRawStream(prep.device)
-        launch, h = prep.backward, g._h
         a, d = _pointers(tensors), _pointers(grads.values())
-        o, s, go = out.data_ptr(), lse.data_ptr(), grad_out.data_ptr()
-        _launch(prep, launch, lambda ws: launch.backward(h, a[0], a[1], a[2], a[3], o, s, go, d[0], d[1], d[2],
-                                                         d[3], stream, ws, seed_int, seed_ptr))
+        prep.backward.backward(g._h, a[0], a[1], a[2], a[3], out.data_ptr(), lse.data_ptr(), grad_out.data_ptr(),
+                               d[0], d[1], d[2], d[3], stream, seed_int, seed_ptr, prep.workspace)
     return grads
 
 

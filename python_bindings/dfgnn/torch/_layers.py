@@ -121,18 +121,28 @@ def _check_layout(edge_index):
                                   f"adjacency ({edge_index.layout}) is not supported yet")
 
 
+def _resolves_here(edge_index):
+    """Whether a layer resolves its graph argument itself: an eager call on a plain edge_index tensor.
+    Under torch.compile (and for tensor subclasses) the edge_index goes to the custom op, which
+    resolves it."""
+    return type(edge_index) in _PLAIN and not torch.compiler.is_compiling() and not _functorch_wrapped(edge_index)
+
+
 def _layer_graph(edge_index, x, add_self_loops):
-    """A Graph is used as given (build it with add_self_loops=True for PyG's default); an
-    edge_index tensor goes to the op as it is (the op caches its Graph, also under torch.compile)."""
+    """The graph argument of a call on one node set, resolved once, here: a Graph as given (build it
+    with add_self_loops=True for PyG's default); an edge_index's cached Graph, which the op, the
+    edge_attr checks and return_attention_weights then take as it is; under torch.compile the
+    edge_index itself (the custom op resolves and caches it)."""
     _check_layout(edge_index)
-    if isinstance(edge_index, (Graph, torch.Tensor)):
+    if isinstance(edge_index, Graph) or (isinstance(edge_index, torch.Tensor) and not _resolves_here(edge_index)):
         return edge_index
     return graph(edge_index, x.size(0), add_self_loops=add_self_loops)
 
 
-def _pair_graph(name, edge_index, num_src):
-    """The graph argument of a bipartite call: the edge_index (row 0 indexes x_src, row 1 x_dst)
-    with the source count; the op runs it on _bipartite_graph's square graph, cached per tensor."""
+def _pair_graph(name, edge_index, num_src, num_dst, add_self_loops):
+    """The graph argument of a bipartite call (row 0 of edge_index indexes x_src, row 1 x_dst), resolved
+    once, here: _bipartite_graph's square graph of num_src + num_dst nodes, cached per tensor; under
+    torch.compile a _Bipartite, which the custom op resolves."""
     _check_layout(edge_index)
     if isinstance(edge_index, Graph):
         raise invalid_argument(f"dfgnn.torch.{name}: a dfgnn.Graph has one node set, so it cannot run bipartite "
@@ -141,7 +151,10 @@ def _pair_graph(name, edge_index, num_src):
     if not isinstance(edge_index, (torch.Tensor, np.ndarray)):
         raise invalid_argument(f"dfgnn.torch.{name}: bipartite inputs need an edge_index tensor [2, E] (row 0 indexes "
                                f"x_src, row 1 x_dst), got {type(edge_index).__name__}", kind="type")
-    return _Bipartite(torch.as_tensor(edge_index), num_src)
+    edge_index = torch.as_tensor(edge_index)
+    if _resolves_here(edge_index):
+        return _bipartite_graph(edge_index, num_src, num_dst, add_self_loops)
+    return _Bipartite(edge_index, num_src)
 
 
 # PyG's add_self_loops(edge_attr, fill_value=<str>) reductions (torch_geometric.utils.scatter's names)
@@ -245,14 +258,9 @@ def _layer_edge_attr(layer, name, edge_index, nodes, edge_attr, add_self_loops, 
                                    f"one row per edge id, its self-loops included: see self_loop_edge_attr)",
                                    kind="shape")
     else:
-        ei = torch.as_tensor(edge_index)  # (a NumPy edge_index was checked by _layer_graph)
-        if (type(edge_index) in _PLAIN and not torch.compiler.is_compiling()
-                and not _functorch_wrapped(edge_index)):
-            # a bad edge_index fails here, before the self-loop rows index with it (the Graph is cached)
-            if isinstance(nodes, tuple):
-                _bipartite_graph(edge_index, *nodes, add_self_loops)
-            else:
-                graph(edge_index, nodes, add_self_loops=add_self_loops)
+        # (in an eager call the layer's graph was resolved before, so a bad edge_index failed there,
+        # before the self-loop rows index with it)
+        ei = torch.as_tensor(edge_index)
         if edge_attr.shape[0] != ei.shape[1]:
             raise invalid_argument(f"dfgnn.torch.{name}: edge_attr has {edge_attr.shape[0]} rows, but edge_index "
                                    f"has {ei.shape[1]} edges", kind="shape")
@@ -278,7 +286,7 @@ def _attention_dropout(layer, features):
     return 0.0, 0
 
 
-def _attention_weights(layer, g, x, score_fn):
+def _attention_weights(layer, g, x, score_fn, num_src=None):
     """PyG's ``return_attention_weights``: ``(edge_index, alpha)`` with the graph's edges in edge id
     order (PyG's order: an edge_index's columns, with self-loops those that are not loops, then the
     added loops) and alpha [E, H] their attention weights. The fused kernels never store these E x H
@@ -289,15 +297,16 @@ def _attention_weights(layer, g, x, score_fn):
     if layer.training and layer.dropout != 0:
         raise NotImplementedError(f"dfgnn.torch.{type(layer).__name__}: return_attention_weights with attention "
                                   "dropout in training mode is not supported yet (call eval() first)")
-    spec = g
+    if isinstance(g, _Bipartite):
+        num_src = g.num_src
     if not isinstance(g, Graph):
         g = _resolve(g, x.size(0), getattr(layer, "add_self_loops", False))
     _check_graph(g)
     by_id = np.argsort(g.csr()[2], kind="stable")  # CSR positions in edge id order
     edge_index = torch.from_numpy(np.ascontiguousarray(g.edge_index()[:, by_id])).to(x.device)
     src, dst = edge_index[0], edge_index[1]
-    if isinstance(spec, _Bipartite):
-        edge_index = torch.stack([src, dst - spec.num_src])
+    if num_src is not None:
+        edge_index = torch.stack([src, dst - num_src])
     scores = score_fn(src, dst)
     work = scores if scores.dtype == torch.float64 else scores.float()
     n, heads = g.num_nodes, work.shape[1]
@@ -398,7 +407,7 @@ class GATConv(torch.nn.Module):
             # Sources and destinations as one square graph (_bipartite_graph): the op's rows are the
             # sources' projections, then the destinations' (zeros without x_dst: PyG then leaves the
             # att_dst term out); lin_src / lin_dst on one node set take this path with x as both.
-            g = _pair_graph("GATConv", edge_index, n_src)
+            g = _pair_graph("GATConv", edge_index, n_src, n_dst, self.add_self_loops)
             lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
             h_src = lin_src(x_src).view(-1, H, C)
             h_dst = h_src.new_zeros(n_dst, H, C) if x_dst is None else lin_dst(x_dst).view(-1, H, C)
@@ -430,7 +439,7 @@ class GATConv(torch.nn.Module):
                 if alpha_edge is not None:
                     z = z + alpha_edge.to(z.dtype)
                 return torch.nn.functional.leaky_relu(z, self.negative_slope)
-            return out, _attention_weights(self, g, h, scores)
+            return out, _attention_weights(self, g, h, scores, n_src if bipartite else None)
         return out
 
     def __repr__(self):
@@ -497,7 +506,7 @@ class GATv2Conv(torch.nn.Module):
             # one square graph (_bipartite_graph): sources' rows, then destinations'; each side's
             # rows of the other side's input are zeros (no edge reads them)
             n_src, n_dst = x_src.size(0), x_dst.size(0)
-            g = _pair_graph("GATv2Conv", edge_index, n_src)
+            g = _pair_graph("GATv2Conv", edge_index, n_src, n_dst, self.add_self_loops)
             h, h_dst = torch.cat([x_l, x_l.new_zeros(n_dst, H, C)]), torch.cat([x_r.new_zeros(n_src, H, C), x_r])
         else:
             g = _layer_graph(edge_index, x, self.add_self_loops)
@@ -520,7 +529,7 @@ class GATv2Conv(torch.nn.Module):
                 z = h[src] + h_dst[dst]
                 z = torch.nn.functional.leaky_relu(z if edge is None else z + edge.to(z.dtype), self.negative_slope)
                 return (z * self.att.view(1, H, C).to(z.dtype)).sum(-1)
-            return out, _attention_weights(self, g, h, scores)
+            return out, _attention_weights(self, g, h, scores, n_src if pair else None)
         return out
 
     def __repr__(self):
@@ -583,7 +592,7 @@ class TransformerConv(torch.nn.Module):
             # one square graph (_bipartite_graph): queries on the destinations' rows, keys and values
             # on the sources'; the other rows are zeros (no edge reads them)
             n_src, n_dst = x_src.size(0), x_dst.size(0)
-            g = _pair_graph("TransformerConv", edge_index, n_src)
+            g = _pair_graph("TransformerConv", edge_index, n_src, n_dst, False)
             q = torch.cat([q.new_zeros(n_src, H, C), q])
             k, v = torch.cat([k, k.new_zeros(n_dst, H, C)]), torch.cat([v, v.new_zeros(n_dst, H, C)])
         else:
@@ -608,7 +617,7 @@ class TransformerConv(torch.nn.Module):
             def scores(src, dst):
                 key = k[src] if edge is None else k[src] + edge.to(k.dtype)
                 return (q[dst] * key).sum(-1) / math.sqrt(C)
-            return out, _attention_weights(self, g, q, scores)
+            return out, _attention_weights(self, g, q, scores, n_src if pair else None)
         return out
 
     def __repr__(self):

@@ -37,6 +37,7 @@ import torch
 from .. import _nvrtc
 
 _SOURCE = pathlib.Path(__file__).with_name("_native_ops.cpp")
+_CORE = _SOURCE.with_name("_prepared_call.hpp")  # the prepared-call core it includes (shared with _dfgnn)
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # site-packages/dfgnn: libdfgnn.so.1, include/
 
 _state = None  # (torch.ops.dfgnn_native or None, status dict), once decided
@@ -101,7 +102,7 @@ def _build_inputs():
            f"-L{torch_lib}", f"-Wl,-rpath,{torch_lib}", "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch",
            f"-L{library.parent}", f"-Wl,-rpath,{library.parent}", f"-l:{library.name}"]
     digest = hashlib.sha256()
-    for part in (_SOURCE.read_bytes(), (header / "dfgnn" / "dfgnn.h").read_bytes(), torch.__version__.encode(),
+    for part in (_SOURCE.read_bytes(), _CORE.read_bytes(), (header / "dfgnn" / "dfgnn.h").read_bytes(), torch.__version__.encode(),
                  str(torch.version.cuda).encode(), " ".join(cmd).encode()):
         digest.update(part)
         digest.update(b"\0")

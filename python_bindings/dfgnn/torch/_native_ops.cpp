@@ -7,7 +7,8 @@
 // Built at run time against the installed torch by dfgnn/torch/_native.py (a torch extension's
 // binary is tied to one torch version, so the wheel ships this source, not a binary).
 //
-// A Prepared is one (graph, op, schedule) made ready: it holds a reference to the graph
+// A Prepared is one (graph, op, schedule) made ready (_prepared_call.hpp's PreparedCall, the core it
+// shares with the Python path's launches): it holds a reference to the graph
 // (dfgnnGraphRetain), so an autograd node that saved it can run its backward after the caller
 // dropped its dfgnn.Graph. The op takes it by address and its tensors one by one (int and Tensor
 // arguments): a script object and a Tensor[] argument made each call's argument conversion cost
@@ -23,10 +24,10 @@
 
 #include <dfgnn/dfgnn.h>
 
+#include "_prepared_call.hpp"
+
 #include <array>
-#include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -48,6 +49,10 @@ using torch::autograd::variable_list;
   raise(std::string(function) + " failed (" + dfgnnGetStatusString(s) + "): " + dfgnnGetLastErrorMessage());
 }
 
+void check(const dfgnn_torch::Failure& f) {
+  if (f) raise(std::string(f.function) + " failed (" + dfgnnGetStatusString(f.status) + "): " + f.message);
+}
+
 struct Prepared;
 
 // The live Prepareds, by address (see prepared_at). Never destroyed: a Prepared freed during the
@@ -56,42 +61,23 @@ std::mutex& live_mutex = *new std::mutex;
 std::unordered_set<const Prepared*>& live = *new std::unordered_set<const Prepared*>;
 
 struct Prepared : torch::CustomClassHolder {
-  dfgnn_context_t context;
-  dfgnn_graph_t graph;
-  dfgnn_op_t op;
-  std::optional<std::string> schedule;
-  std::vector<int> slots;  // the dfgnn_inputs_t field of each input tensor, in the order they come
-  bool edge_logits = false;  // the edge input is [E, H] float32 logit terms (GAT), not [E, H, D] features
-  int64_t nodes = 0;
-  int64_t edges = 0;
-  // per direction, from the size query at the direction's first run (kUnknown before), grown on a
-  // retry; atomic: threads may share a Prepared
-  static constexpr size_t kUnknown = SIZE_MAX;
-  std::array<std::atomic<size_t>, 2> workspace_bytes{kUnknown, kUnknown};
+  dfgnn_torch::PreparedCall call;
 
   // context, graph: the C API handles (as ints); op: the address of a dfgnn_op_t, copied here.
-  Prepared(int64_t context_handle, int64_t graph_handle, int64_t op_address, std::optional<std::string> schedule_text)
-      : context(reinterpret_cast<dfgnn_context_t>(static_cast<uintptr_t>(context_handle))),
-        graph(reinterpret_cast<dfgnn_graph_t>(static_cast<uintptr_t>(graph_handle))),
-        op(*reinterpret_cast<const dfgnn_op_t*>(static_cast<uintptr_t>(op_address))),
-        schedule(std::move(schedule_text)) {
+  Prepared(int64_t context_handle, int64_t graph_handle, int64_t op_address, std::optional<std::string> schedule) {
     // (the C API reads the text up to its first NUL: a schedule holding one would run another text;
     // the Python path's binding refuses it by name)
     if (schedule && schedule->find('\0') != std::string::npos) raise("dfgnn_native.Prepared: the schedule holds a NUL");
+    const auto graph = reinterpret_cast<dfgnn_graph_t>(static_cast<uintptr_t>(graph_handle));
     dfgnn_status_t s = dfgnnGraphRetain(graph);
     if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGraphRetain");
-    uint32_t mask = 0;
-    int32_t logits = 0;
-    s = dfgnnModelInputs(op.model, op.edge_features, &mask, &logits);
-    if (s == DFGNN_STATUS_SUCCESS) s = dfgnnGraphGetSize(graph, &nodes, &edges);
-    if (s != DFGNN_STATUS_SUCCESS) {
-      const std::string message = dfgnnGetLastErrorMessage();  // before the release may replace it
+    const dfgnn_torch::Failure f =
+        call.init(reinterpret_cast<dfgnn_context_t>(static_cast<uintptr_t>(context_handle)), graph,
+                  *reinterpret_cast<const dfgnn_op_t*>(static_cast<uintptr_t>(op_address)), std::move(schedule));
+    if (f) {
       dfgnnGraphDestroy(graph);
-      raise(std::string("dfgnn_native.Prepared failed (") + dfgnnGetStatusString(s) + "): " + message);
+      check(f);
     }
-    for (int slot = 0; slot < DFGNN_NUM_INPUTS; ++slot)
-      if (mask & (1u << slot)) slots.push_back(slot);
-    edge_logits = logits != 0;
     const std::lock_guard<std::mutex> lock(live_mutex);
     live.insert(this);
   }
@@ -100,60 +86,30 @@ struct Prepared : torch::CustomClassHolder {
       const std::lock_guard<std::mutex> lock(live_mutex);
       live.erase(this);
     }
-    dfgnnGraphDestroy(graph);
+    dfgnnGraphDestroy(call.graph());
   }
   int64_t address() const { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(this)); }
   Prepared(const Prepared&) = delete;
   Prepared& operator=(const Prepared&) = delete;
 
-  bool backward_unknown() const { return workspace_bytes[1].load() == kUnknown; }
-
-  // The direction's workspace size from the C API (it dispatches and plans the direction).
-  void query_workspace(dfgnn_direction_t direction) {
-    size_t bytes = 0;
-    const dfgnn_status_t s =
-        dfgnnGetWorkspaceSize(context, graph, &op, direction, schedule ? schedule->c_str() : nullptr, &bytes);
-    if (s != DFGNN_STATUS_SUCCESS) fail(s, "dfgnnGetWorkspaceSize");
-    workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1].store(bytes);
-  }
-
-  // Runs call(op, launch) with a workspace from torch's caching allocator on the current stream;
-  // when dispatch has changed the schedule since (e.g. after tuning) and the workspace is too
-  // small, it asks for the size again and retries once, as the Python path does.
-  template <typename Call>
-  void run(dfgnn_direction_t direction, const at::Tensor& like, const std::optional<at::Tensor>& seed,
-           int64_t seed_value, const char* function, Call&& call) {
-    std::atomic<size_t>& known = workspace_bytes[direction == DFGNN_FORWARD ? 0 : 1];
-    if (known.load() == kUnknown) query_workspace(direction);
-    dfgnn_op_t o = op;
-    if (o.dropout > 0) o.dropout_seed = static_cast<uint64_t>(seed_value);
-    dfgnn_launch_t launch{};
-    launch.stream = c10::cuda::getCurrentCUDAStream(like.device().index()).stream();
-    launch.schedule = schedule ? schedule->c_str() : nullptr;
-    launch.dropout_seed_device =
-        seed && seed->defined() ? reinterpret_cast<const uint64_t*>(seed->data_ptr<int64_t>()) : nullptr;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const size_t bytes = known.load();
-      at::Tensor workspace;
-      if (bytes > 0) workspace = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
-      launch.workspace = bytes > 0 ? workspace.data_ptr() : nullptr;
-      launch.workspace_bytes = bytes;
-      const dfgnn_status_t s = call(o, launch);
-      if (s == DFGNN_STATUS_SUCCESS) return;  // the workspace is freed to the stream's pool in order
-      const std::string message = dfgnnGetLastErrorMessage();
-      size_t needed = 0;
-      if (attempt == 0 && s == DFGNN_STATUS_INVALID_ARGUMENT &&
-          dfgnnGetWorkspaceSize(context, graph, &op, direction, launch.schedule, &needed) == DFGNN_STATUS_SUCCESS &&
-          needed > bytes) {
-        known.store(needed);
-        continue;
-      }
-      raise(std::string(function) + " failed (" + dfgnnGetStatusString(s) + "): " + message);
+  // The workspace allocator of a call on like's device: torch's caching allocator on the current
+  // stream, which frees the buffer to that stream's pool in order once the call returned.
+  struct Workspace {
+    const at::Tensor& like;
+    at::Tensor buffer;
+    void* operator()(size_t bytes) {
+      buffer = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+      return buffer.data_ptr();
     }
+  };
+  static void* stream_of(const at::Tensor& like) {
+    return c10::cuda::getCurrentCUDAStream(like.device().index()).stream();
+  }
+  static const uint64_t* seed_pointer(const std::optional<at::Tensor>& seed) {
+    return seed && seed->defined() ? reinterpret_cast<const uint64_t*>(seed->data_ptr<int64_t>()) : nullptr;
   }
 };
 
-// Pointers of the tensors in their dfgnn_inputs_t / dfgnn_grads_t fields.
 // dfgnn_inputs_t fields: 0-4 feature arrays [N,H,D] (h, h_dst, q, k, v), 5-6 attention vectors [H,D],
 // 7 beta [1], 8 edge ([E,H] float32 logits for GAT, else [E,H,D] features).
 constexpr int kLastFeatureSlot = 4, kBetaSlot = 7, kEdgeSlot = 8;
@@ -171,27 +127,25 @@ at::ScalarType feature_type(dfgnn_dtype_t dtype) {
 // vectors [H, D], [1, H, D] or [H*D]; beta one element; edge inputs [E, H, W] or [E, H*W] (W = 1 for
 // GAT's logit terms, else D). Those alone share the kernels' row-major layout: a first call whose
 // tensors pass here runs as the Python path's would.
-bool has_prepared_shape(const Prepared& p, int slot, const at::Tensor& t) {
-  const int64_t h = p.op.heads, d = p.op.dim;
+bool has_prepared_shape(const dfgnn_torch::PreparedCall& p, int slot, const at::Tensor& t) {
+  const int64_t h = p.op().heads, d = p.op().dim;
   const at::IntArrayRef s = t.sizes();
   auto rows = [&](int64_t n, int64_t w) {
     return (s.size() == 3 && s[0] == n && s[1] == h && s[2] == w) || (s.size() == 2 && s[0] == n && s[1] == h * w);
   };
-  if (slot <= kLastFeatureSlot) return rows(p.nodes, d);
-  if (slot == kEdgeSlot) return rows(p.edges, p.edge_logits ? 1 : d);
+  if (slot <= kLastFeatureSlot) return rows(p.nodes(), d);
+  if (slot == kEdgeSlot) return rows(p.edges(), p.edge_logits() ? 1 : d);
   if (slot == kBetaSlot) return t.numel() == 1;
   return (s.size() == 2 && s[0] == h && s[1] == d) || (s.size() == 3 && s[0] == 1 && s[1] == h && s[2] == d) ||
          (s.size() == 1 && s[0] == h * d);
 }
 
+// The call's tensors in their dfgnn_inputs_t / dfgnn_grads_t fields.
 template <typename Fields, typename Pointer>
 Fields fields_of(const Prepared& p, const std::vector<at::Tensor>& tensors) {
-  std::array<Pointer, DFGNN_NUM_INPUTS> field{};
-  for (size_t i = 0; i < tensors.size(); ++i) field[p.slots[i]] = static_cast<Pointer>(tensors[i].data_ptr());
-  Fields f{};
-  static_assert(sizeof(Fields) == sizeof(field), "one pointer per input field");
-  std::memcpy(&f, field.data(), sizeof f);
-  return f;
+  std::array<Pointer, DFGNN_MAX_MODEL_INPUTS> pointers{};  // the model's inputs, then edge
+  for (size_t i = 0; i < tensors.size() && i < pointers.size(); ++i) pointers[i] = static_cast<Pointer>(tensors[i].data_ptr());
+  return p.call.fields<Fields, Pointer>(pointers.data(), tensors.size());
 }
 
 class Attention : public torch::autograd::Function<Attention> {
@@ -203,12 +157,12 @@ class Attention : public torch::autograd::Function<Attention> {
     std::vector<at::Tensor> inputs;
     inputs.reserve(inputs_in.size());
     for (const at::Tensor& t : inputs_in) inputs.push_back(t.contiguous());
-    at::Tensor out = at::empty({p->nodes, p->op.heads, p->op.dim}, first.options());
-    at::Tensor lse = at::empty({p->nodes, p->op.heads}, first.options().dtype(at::kFloat));
+    const dfgnn_op_t& op = p->call.op();
+    at::Tensor out = at::empty({p->call.nodes(), op.heads, op.dim}, first.options());
+    at::Tensor lse = at::empty({p->call.nodes(), op.heads}, first.options().dtype(at::kFloat));
     const dfgnn_inputs_t in = fields_of<dfgnn_inputs_t, const void*>(*p, inputs);
-    p->run(DFGNN_FORWARD, first, seed, seed_value, "dfgnnForward", [&](const dfgnn_op_t& op, const dfgnn_launch_t& l) {
-      return dfgnnForward(p->context, p->graph, &op, &in, out.data_ptr(), lse.data_ptr<float>(), &l);
-    });
+    check(p->call.forward(in, out.data_ptr(), lse.data_ptr<float>(), Prepared::stream_of(first),
+                          static_cast<uint64_t>(seed_value), Prepared::seed_pointer(seed), Prepared::Workspace{first, {}}));
     std::vector<at::Tensor> saved = inputs;
     saved.push_back(out);
     saved.push_back(lse);
@@ -223,7 +177,7 @@ class Attention : public torch::autograd::Function<Attention> {
     const auto p = c10::static_intrusive_pointer_cast<Prepared>(ctx->saved_data["prepared"].toCapsule());
     const int64_t seed_value = ctx->saved_data["seed_value"].toInt();
     variable_list saved = ctx->get_saved_variables();
-    const size_t n = p->slots.size();
+    const size_t n = p->call.slots().size();
     std::optional<at::Tensor> seed;
     if (saved.size() == n + 3) seed = saved[n + 2];
     const std::vector<at::Tensor> inputs(saved.begin(), saved.begin() + n);
@@ -235,10 +189,8 @@ class Attention : public torch::autograd::Function<Attention> {
     for (const at::Tensor& t : inputs) grads.push_back(at::empty_like(t));
     const dfgnn_inputs_t in = fields_of<dfgnn_inputs_t, const void*>(*p, inputs);
     const dfgnn_grads_t gr = fields_of<dfgnn_grads_t, void*>(*p, grads);
-    p->run(DFGNN_BACKWARD, out, seed, seed_value, "dfgnnBackward", [&](const dfgnn_op_t& op, const dfgnn_launch_t& l) {
-      return dfgnnBackward(p->context, p->graph, &op, &in, out.data_ptr(), lse.data_ptr<float>(),
-                           grad_out.data_ptr(), &gr, &l);
-    });
+    check(p->call.backward(in, out.data_ptr(), lse.data_ptr<float>(), grad_out.data_ptr(), gr, Prepared::stream_of(out),
+                           static_cast<uint64_t>(seed_value), Prepared::seed_pointer(seed), Prepared::Workspace{out, {}}));
     variable_list wanted(n);
     for (size_t i = 0; i < n; ++i)
       if (ctx->needs_input_grad(i)) wanted[i] = grads[i];
@@ -292,17 +244,17 @@ at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::o
     if (given) inputs.push_back(**t);
   }
   // checked before the autograd Function: its forward throws only on a failed launch
-  if (inputs.size() != prepared->slots.size())
-    raise("dfgnn_native.attention: " + std::to_string(prepared->slots.size()) + " input tensors expected, got " +
+  const dfgnn_torch::PreparedCall& p = prepared->call;
+  if (inputs.size() != p.slots().size())
+    raise("dfgnn_native.attention: " + std::to_string(p.slots().size()) + " input tensors expected, got " +
           std::to_string(inputs.size()));
   for (const at::Tensor& t : inputs)
     if (!(t.defined() && t.is_cuda() && t.device() == inputs[0].device()))
       raise("dfgnn_native.attention runs CUDA tensors only, all on one device");
-  const Prepared& p = *prepared;
-  const at::ScalarType feature = feature_type(p.op.dtype);
+  const at::ScalarType feature = feature_type(p.op().dtype);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const int slot = p.slots[i];
-    const bool is_feature = slot <= kLastFeatureSlot || (slot == kEdgeSlot && !p.edge_logits);
+    const int slot = p.slots()[i];
+    const bool is_feature = slot <= kLastFeatureSlot || (slot == kEdgeSlot && !p.edge_logits());
     if (inputs[i].scalar_type() != (is_feature ? feature : at::kFloat) || !has_prepared_shape(p, slot, inputs[i]))
       raise("dfgnn_native.attention: input " + std::to_string(i) + " is not the prepared kind (dtype or shape)");
   }
@@ -313,10 +265,10 @@ at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::o
   // A call that will need a backward asks for the backward's workspace now, the first time: a
   // schedule the backward cannot run is refused here, where the caller falls back to the Python
   // path and its typed error, not inside autograd's backward.
-  if (at::GradMode::is_enabled() && prepared->backward_unknown())
+  if (at::GradMode::is_enabled() && !p.workspace_known(DFGNN_BACKWARD))
     for (const at::Tensor& t : inputs)
       if (t.requires_grad()) {
-        prepared->query_workspace(DFGNN_BACKWARD);
+        check(prepared->call.ask_workspace(DFGNN_BACKWARD));
         break;
       }
   // as a TensorList: autograd records the list's tensors as the op's inputs (a std::vector it would not)
