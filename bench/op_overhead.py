@@ -193,18 +193,16 @@ def kernel_steps(g, model, inputs, device):
     a = dt._pointers(tuple(xs.values()))
     d = dt._pointers(tuple(grads.values()))
     fl, bl = prep.forward, prep.backward
-    ws_f = prep.workspace(fl.workspace_bytes)
-    ws_b = prep.workspace(bl.workspace_bytes)
-    wf = 0 if ws_f is None else ws_f.data_ptr()
-    wb = 0 if ws_b is None else ws_b.data_ptr()
+    # one workspace per direction, made here: the launches' allocator only hands it back
+    ws_f, ws_b = prep.workspace(fl.workspace_bytes), prep.workspace(bl.workspace_bytes)
     o, s, go, h = out.data_ptr(), lse.data_ptr(), grad_out.data_ptr(), g._h
 
     def fwd():
-        fl.forward(h, a[0], a[1], a[2], a[3], o, s, stream, wf, 0, 0)
+        fl.forward(h, a[0], a[1], a[2], a[3], o, s, stream, 0, 0, lambda nbytes: ws_f)
 
     def fwd_bwd():
         fwd()
-        bl.backward(h, a[0], a[1], a[2], a[3], o, s, go, d[0], d[1], d[2], d[3], stream, wb, 0, 0)
+        bl.backward(h, a[0], a[1], a[2], a[3], o, s, go, d[0], d[1], d[2], d[3], stream, 0, 0, lambda nbytes: ws_b)
     fwd_bwd.keep = (xs, out, lse, grad_out, grads, ws_f, ws_b)
     return fwd, fwd_bwd
 

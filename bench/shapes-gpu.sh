@@ -23,6 +23,10 @@
 #           (ACCEPT_GRAPHS) tuned into OUTDIR/unseen.db for ACCEPT_CONFIGS ("model:H:D:dtype ..."), then
 #           bench/tuning_acceptance.py: the out-of-the-box default (shipped file, then rule) and the rule
 #           alone against tuned, by kernel time, within ACCEPT_SECONDS (240)
+#   host-ab dfgnn.torch's host time per call, this tree against .ab/py-base.tgz (git archive of an older
+#           commit's python_bindings/, laid over a copy of this tree and installed beside it):
+#           bench/op_overhead.py --no-pyg --no-compile for each, alternating, HOST_AB_ROUNDS (3) rounds, after
+#           prepare (this tree's package); the table is OUTDIR/host-ab.md
 #   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
 #   reorder bench/reorder_bench.py with SHAPES_ARGS (issue 28: node orders, narrow storage, training epochs)
 #   bytes   the same script's bytes section under ncu (DRAM bytes per pass against compulsory bytes)
@@ -241,6 +245,46 @@ case $phase in
     SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \
       bash bench/run-python-gpu.sh "$out/python" "$datasets"
     grep -E "FAILED|ERROR|passed|failed" "$out/python/pytest.log" | tail -25
+    ;;
+  host-ab)
+    base=/tmp/dfgnn-host-ab
+    if [ ! -f "$base/site/dfgnn/__init__.py" ]; then
+      rm -rf "$base" && mkdir -p "$base/src" && git ls-files -z | xargs -0 cp --parents -t "$base/src" &&
+        tar xzf .ab/py-base.tgz -C "$base/src" || exit 1
+      (cd "$base/src" && python3 -m pip install --disable-pip-version-check --no-build-isolation --no-index --no-deps \
+        --target "$base/site" -C build-dir="$base/build" .) > "$out/host-ab-base-build.log" 2>&1 ||
+        { tail -20 "$out/host-ab-base-build.log"; exit 1; }
+      echo "base built at $SECONDS s"
+    fi
+    for r in $(seq "${HOST_AB_ROUNDS:-3}"); do
+      order=(base new); [ $((r % 2)) = 0 ] && order=(new base)
+      for v in "${order[@]}"; do
+        site=$PWD/build-gpu-python/site; [ $v = base ] && site=$base/site
+        PYTHONPATH=$site DFGNN_DATASETS=$PWD/$datasets python3 bench/op_overhead.py "$out/$v-$r" --no-pyg --no-compile \
+          > "$out/$v-$r.log" 2>&1 || tail -5 "$out/$v-$r.log"
+      done
+    done
+    python3 - "$out" "${HOST_AB_ROUNDS:-3}" <<'PY' | tee "$out/host-ab.md"
+import json, statistics, sys, pathlib
+out, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+def rows(v, r):
+    f = out / f"{v}-{r}" / "op_overhead.json"
+    return json.loads(f.read_text()) if f.is_file() else None
+print("| case | metric | base (median of rounds) | new | new / base |\n|---|---|---:|---:|---:|")
+vals = {}
+for v in ("base", "new"):
+    for r in range(1, rounds + 1):
+        f = out / f"{v}-{r}" / "op_overhead.json"
+        for row in json.loads(f.read_text())["results"] if f.is_file() else []:
+            name = " ".join(str(row.get(k, "")) for k in ("case", "impl", "passes"))
+            for metric, x in row.items():
+                if metric.endswith("_us") and isinstance(x, (int, float)):
+                    vals.setdefault((name, metric), {}).setdefault(v, []).append(float(x))
+for (name, metric), by in vals.items():
+    if "base" in by and "new" in by:
+        b, n = statistics.median(by["base"]), statistics.median(by["new"])
+        print(f"| {name} | {metric} | {b:.1f} | {n:.1f} | {n / b:.3f} |")
+PY
     ;;
   cold)
     # bench/cold_start.py (fresh processes, cold and warm user cache) with SHAPES_ARGS, after verify.
