@@ -500,11 +500,11 @@ std::string text_of(F&& call, const char* function) {
 
 // ---------------------------------------------------------------- ops
 
-constexpr int kNumSlots = 9;
+constexpr int kNumSlots = DFGNN_NUM_INPUTS;
 constexpr std::array<const char*, kNumSlots> kSlots = {"h", "h_dst", "q", "k", "v", "att_src", "att_dst", "beta", "edge"};
-constexpr int kFeatureSlots = 5;  // h, h_dst, q, k, v hold [N, H, D] features; then parameters; then edge
-constexpr int kBetaSlot = 7, kEdgeSlot = 8;
-static_assert(kNumSlots == DFGNN_NUM_INPUTS && (1u << kEdgeSlot) == DFGNN_INPUT_EDGE && (1u << kBetaSlot) == DFGNN_INPUT_BETA);
+using dfgnn_torch::kBetaSlot;
+using dfgnn_torch::kEdgeSlot;
+using dfgnn_torch::kFeatureSlots;
 
 // The library's name of the model (dfgnnModelName), "?" for a value that is no model.
 const char* model_name(dfgnn_model_t m) {
@@ -581,14 +581,19 @@ struct OpCall {
     return device ? "attention parameters and statistics are float32" : "reference ops compute in float64";
   }
 
+  // Whether a fits the slot's shapes (dfgnn_torch::shape_fits, which the native op asks too).
+  template <typename A>
+  bool fits(const A& a, int slot) const {
+    std::vector<int64_t> dims(a.ndim());
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(a.shape(i));
+    return dfgnn_torch::shape_fits(slot, op, edge_logits(op), n, e, dims.data(), dims.size());
+  }
+
   // [N, H, D] or [N, H*D]
   template <typename A>
   void check_features(const A& a, const std::string& name) {
     const int64_t h = op.heads, d = op.dim;
-    const bool ok = (a.ndim() == 3 && (int64_t)a.shape(0) == n && (int64_t)a.shape(1) == h &&
-                     (int64_t)a.shape(2) == d) ||
-                    (a.ndim() == 2 && (int64_t)a.shape(0) == n && (int64_t)a.shape(1) == h * d);
-    if (!ok)
+    if (!fits(a, 0))
       fail_arg(function, "shape", name + " must have shape [N, H, D] = [" + std::to_string(n) + ", " +
                                       std::to_string(h) + ", " + std::to_string(d) + "] (or [N, H*D]), got " +
                                       shape_str(a) + (a.ndim() >= 1 && (int64_t)a.shape(0) != n
@@ -604,12 +609,9 @@ struct OpCall {
   void check_param(const A& a, int slot, const std::string& name) {
     const int64_t h = op.heads, d = op.dim;
     if (slot == kBetaSlot) {
-      if (a.size() != 1) fail_arg(function, "shape", name + " must have one element, got shape " + shape_str(a));
+      if (!fits(a, slot)) fail_arg(function, "shape", name + " must have one element, got shape " + shape_str(a));
     } else {
-      const bool ok = (a.ndim() == 2 && (int64_t)a.shape(0) == h && (int64_t)a.shape(1) == d) ||
-                      (a.ndim() == 3 && a.shape(0) == 1 && (int64_t)a.shape(1) == h && (int64_t)a.shape(2) == d) ||
-                      (a.ndim() == 1 && (int64_t)a.shape(0) == h * d);
-      if (!ok)
+      if (!fits(a, slot))
         fail_arg(function, "shape", name + " must have shape [H, D] = [" + std::to_string(h) + ", " +
                                         std::to_string(d) + "] (or [1, H, D] or [H*D]), got " + shape_str(a));
     }
@@ -624,9 +626,7 @@ struct OpCall {
   void check_edge(const A& a, const std::string& name) {
     const bool gat = edge_logits(op);
     const int64_t h = op.heads, w = gat ? 1 : op.dim;
-    const bool ok = (a.ndim() == 3 && (int64_t)a.shape(0) == e && (int64_t)a.shape(1) == h && (int64_t)a.shape(2) == w) ||
-                    (a.ndim() == 2 && (int64_t)a.shape(0) == e && (int64_t)a.shape(1) == h * w);
-    if (!ok)
+    if (!fits(a, kEdgeSlot))
       fail_arg(function, "shape", name + " must have shape " +
                                       (gat ? "[E, H] = [" + std::to_string(e) + ", " + std::to_string(h) + "]"
                                            : "[E, H, D] = [" + std::to_string(e) + ", " + std::to_string(h) + ", " +

@@ -200,4 +200,36 @@ TEST(PreparedCall, PointersFillTheModelsInputFieldsInOrder) {
   DFGNN_ASSERT_OK(dfgnnDestroy(ctx));
 }
 
+// The input layouts both call paths accept (the binding's checks and the native op's): row-major
+// [rows, H, W] or [rows, H*W], attention vectors [H, D], [1, H, D] or [H*D], beta any one-element shape.
+TEST(PreparedCall, ShapesFitTheirSlotsLayouts) {
+  const dfgnn_op_t op = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 4, 8);
+  const int64_t n = 10, e = 30;
+  struct Case {
+    int slot;
+    bool logits;
+    std::vector<int64_t> dims;
+    bool fits;
+  };
+  const int k = 3, att = 5, beta = dfgnn_torch::kBetaSlot, edge = dfgnn_torch::kEdgeSlot;
+  for (const Case& c : std::vector<Case>{
+           {k, false, {n, 4, 8}, true},       {k, false, {n, 32}, true},         {k, false, {n, 8, 4}, false},
+           {k, false, {n + 1, 4, 8}, false},  {k, false, {n, 4, 8, 1}, false},   {k, false, {n * 32}, false},
+           {att, false, {4, 8}, true},        {att, false, {1, 4, 8}, true},     {att, false, {32}, true},
+           {att, false, {2, 4, 8}, false},    {att, false, {8, 4}, false},       {beta, false, {}, true},
+           {beta, false, {1}, true},          {beta, false, {1, 1, 1, 1}, true}, {beta, false, {2}, false},
+           {beta, false, {0}, false},         {edge, true, {e, 4}, true},        {edge, true, {e, 4, 1}, true},
+           {edge, true, {e, 4, 8}, false},    {edge, false, {e, 4, 8}, true},    {edge, false, {e, 32}, true},
+           {edge, false, {e, 4}, false},      {edge, false, {n, 4, 8}, false}}) {
+    std::string shape;
+    for (int64_t d : c.dims) shape += std::to_string(d) + " ";
+    EXPECT_EQ(dfgnn_torch::shape_fits(c.slot, op, c.logits, n, e, c.dims.data(), c.dims.size()), c.fits)
+        << "slot " << c.slot << " logits " << c.logits << " shape [ " << shape << "]";
+  }
+  EXPECT_TRUE(dfgnn_torch::holds_features(4, true));
+  EXPECT_FALSE(dfgnn_torch::holds_features(5, false));
+  EXPECT_FALSE(dfgnn_torch::holds_features(edge, true));
+  EXPECT_TRUE(dfgnn_torch::holds_features(edge, false));
+}
+
 }  // namespace

@@ -110,10 +110,6 @@ struct Prepared : torch::CustomClassHolder {
   }
 };
 
-// dfgnn_inputs_t fields: 0-4 feature arrays [N,H,D] (h, h_dst, q, k, v), 5-6 attention vectors [H,D],
-// 7 beta [1], 8 edge ([E,H] float32 logits for GAT, else [E,H,D] features).
-constexpr int kLastFeatureSlot = 4, kBetaSlot = 7, kEdgeSlot = 8;
-
 at::ScalarType feature_type(dfgnn_dtype_t dtype) {
   switch (dtype) {
     case DFGNN_DTYPE_FLOAT32: return at::kFloat;
@@ -123,21 +119,10 @@ at::ScalarType feature_type(dfgnn_dtype_t dtype) {
   }
 }
 
-// The shapes the binding's checks accept (dfgnn_ext.cpp): features [N, H, D] or [N, H*D]; attention
-// vectors [H, D], [1, H, D] or [H*D]; beta one element; edge inputs [E, H, W] or [E, H*W] (W = 1 for
-// GAT's logit terms, else D). Those alone share the kernels' row-major layout: a first call whose
-// tensors pass here runs as the Python path's would.
+// Whether t has a shape of the slot's input (dfgnn_torch::shape_fits, as the binding's checks): a
+// first call whose tensors pass here runs as the Python path's would.
 bool has_prepared_shape(const dfgnn_torch::PreparedCall& p, int slot, const at::Tensor& t) {
-  const int64_t h = p.op().heads, d = p.op().dim;
-  const at::IntArrayRef s = t.sizes();
-  auto rows = [&](int64_t n, int64_t w) {
-    return (s.size() == 3 && s[0] == n && s[1] == h && s[2] == w) || (s.size() == 2 && s[0] == n && s[1] == h * w);
-  };
-  if (slot <= kLastFeatureSlot) return rows(p.nodes(), d);
-  if (slot == kEdgeSlot) return rows(p.edges(), p.edge_logits() ? 1 : d);
-  if (slot == kBetaSlot) return t.numel() == 1;
-  return (s.size() == 2 && s[0] == h && s[1] == d) || (s.size() == 3 && s[0] == 1 && s[1] == h && s[2] == d) ||
-         (s.size() == 1 && s[0] == h * d);
+  return dfgnn_torch::shape_fits(slot, p.op(), p.edge_logits(), p.nodes(), p.edges(), t.sizes().data(), t.dim());
 }
 
 // The call's tensors in their dfgnn_inputs_t / dfgnn_grads_t fields.
@@ -254,7 +239,7 @@ at::Tensor attention(int64_t prepared_address, const at::Tensor& a, const std::o
   const at::ScalarType feature = feature_type(p.op().dtype);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int slot = p.slots()[i];
-    const bool is_feature = slot <= kLastFeatureSlot || (slot == kEdgeSlot && !p.edge_logits());
+    const bool is_feature = dfgnn_torch::holds_features(slot, p.edge_logits());
     if (inputs[i].scalar_type() != (is_feature ? feature : at::kFloat) || !has_prepared_shape(p, slot, inputs[i]))
       raise("dfgnn_native.attention: input " + std::to_string(i) + " is not the prepared kind (dtype or shape)");
   }

@@ -24,6 +24,38 @@
 
 namespace dfgnn_torch {
 
+// dfgnn_inputs_t's fields: 0-4 features [N, H, D] (h, h_dst, q, k, v), 5-6 attention vectors [H, D],
+// 7 beta [1], 8 edge ([E, H] float32 logit terms for GAT, else [E, H, D] features).
+constexpr int kFeatureSlots = 5, kBetaSlot = 7, kEdgeSlot = 8;
+static_assert(DFGNN_NUM_INPUTS == 9 && (1u << kBetaSlot) == DFGNN_INPUT_BETA && (1u << kEdgeSlot) == DFGNN_INPUT_EDGE,
+              "the slots of dfgnn_inputs_t");
+
+// Whether an input of this slot holds features in the op's dtype (else float32 parameters or logits).
+inline bool holds_features(int slot, bool edge_logits) {
+  return slot < kFeatureSlots || (slot == kEdgeSlot && !edge_logits);
+}
+
+// Whether an input of this slot may have the shape dims[0 .. ndim) (the layouts the kernels read row-major):
+// features [N, H, D] or [N, H*D]; attention vectors [H, D], [1, H, D] or [H*D]; beta one element; the edge
+// input [E, H, W] or [E, H*W], W = 1 for GAT's logit terms, else D. The binding's checks and the native
+// op's both ask here.
+inline bool shape_fits(int slot, const dfgnn_op_t& op, bool edge_logits, int64_t nodes, int64_t edges,
+                       const int64_t* dims, size_t ndim) {
+  const int64_t h = op.heads, d = op.dim;
+  auto rows = [&](int64_t n, int64_t w) {
+    return (ndim == 3 && dims[0] == n && dims[1] == h && dims[2] == w) || (ndim == 2 && dims[0] == n && dims[1] == h * w);
+  };
+  if (slot < kFeatureSlots) return rows(nodes, d);
+  if (slot == kEdgeSlot) return rows(edges, edge_logits ? 1 : d);
+  if (slot == kBetaSlot) {  // one element: every extent 1
+    for (size_t i = 0; i < ndim; ++i)
+      if (dims[i] != 1) return false;
+    return true;
+  }
+  return (ndim == 2 && dims[0] == h && dims[1] == d) || (ndim == 3 && dims[0] == 1 && dims[1] == h && dims[2] == d) ||
+         (ndim == 1 && dims[0] == h * d);
+}
+
 // A failed C API call: its status, the function's name and the library's message, read before a
 // later call replaces it. Empty (false) for a success.
 struct Failure {
