@@ -24,7 +24,7 @@
 #           bench/tuning_acceptance.py: the out-of-the-box default (shipped file, then rule) and the rule
 #           alone against tuned, by kernel time, within ACCEPT_SECONDS (240)
 #   host-ab dfgnn.torch's host time per call, this tree against .ab/py-base.tgz (git archive of an older
-#           commit's python_bindings/, laid over a copy of this tree and installed beside it):
+#           commit's python_bindings/ and bench/op_overhead.py, laid over a copy of this tree and installed beside it):
 #           bench/op_overhead.py --no-pyg --no-compile for each, alternating, HOST_AB_ROUNDS (3) rounds, after
 #           prepare (this tree's package); the table is OUTDIR/host-ab.md
 #   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
@@ -259,8 +259,9 @@ case $phase in
     for r in $(seq "${HOST_AB_ROUNDS:-3}"); do
       order=(base new); [ $((r % 2)) = 0 ] && order=(new base)
       for v in "${order[@]}"; do
-        site=$PWD/build-gpu-python/site; [ $v = base ] && site=$base/site
-        PYTHONPATH=$site DFGNN_DATASETS=$PWD/$datasets python3 bench/op_overhead.py "$out/$v-$r" --no-pyg --no-compile \
+        site=$PWD/build-gpu-python/site script=bench/op_overhead.py
+        [ $v = base ] && site=$base/site script=$base/src/bench/op_overhead.py  # its own, for its Launch
+        PYTHONPATH=$site DFGNN_DATASETS=$PWD/$datasets python3 "$script" "$out/$v-$r" --no-pyg --no-compile \
           > "$out/$v-$r.log" 2>&1 || tail -5 "$out/$v-$r.log"
       done
     done
