@@ -81,6 +81,9 @@ def _cuda_include_dirs():
 
 def _build_inputs():
     """(compile command, cache key) for this machine, or raises RuntimeError naming what is missing."""
+    missing = [p.name for p in (_SOURCE, _CORE) if not p.is_file()]
+    if missing:
+        raise RuntimeError(f"the native ops' sources are not all in {_SOURCE.parent}: {', '.join(missing)} missing")
     header, library = _header_dir(), _library()
     if header is None:
         raise RuntimeError(f"dfgnn/dfgnn.h is in neither {_PACKAGE / 'include'} nor the source tree")
