@@ -216,7 +216,6 @@ def test_cuda_headers_are_looked_for_in_order_and_the_wheels_only_when_needed(mo
 
 
 @requires_torch
-@requires_torch
 @pytest.mark.parametrize("name", ["_SOURCE", "_CORE"])
 def test_a_missing_source_is_named(name, monkeypatch, tmp_path):
     """A package without the op's source or the prepared-call core it includes cannot build the native
@@ -227,6 +226,7 @@ def test_a_missing_source_is_named(name, monkeypatch, tmp_path):
         _native._build_inputs()
 
 
+@requires_torch
 def test_auto_without_what_the_build_needs_warns_at_once(fresh_state):
     """Nothing to build with (here no CUDA runtime headers): mode auto starts no builder process and
     says why at once."""
