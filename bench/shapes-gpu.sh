@@ -3,7 +3,8 @@
 # 10 minutes on an H200); a later phase reuses what an earlier one built while the machine is warm.
 #
 # Usage: bench/shapes-gpu.sh OUTDIR PHASE [SHAPES_ARGS...]
-#   check   on a fresh machine: build everything, then verify --tiny, GPU ctest, the Python GPU tests and
+#   check   on a fresh machine: build everything, then verify --tiny, GPU ctest (not the long-labelled
+#           gpu.verify_quick), the Python GPU tests and
 #           memcheck of the tiny corpus (MEMCHECK=0 leaves it out, PYTHON_TESTS=0 the Python package and its
 #           tests, VERIFY=0 verify --tiny; CTEST_REGEX picks GPU tests), within CHECK_SECONDS (540)
 #   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
@@ -100,7 +101,7 @@ case $phase in
       echo "dfgnn-verify --tiny exit $?: $(grep -E 'cases:|prepared' "$out/verify-tiny.log" | tr '\n' ' ')"
       grep FAIL "$out/verify-tiny.log" | head -10
     fi
-    timeout "$(left)" ctest --test-dir build-gpu -L gpu ${CTEST_REGEX:+-R "$CTEST_REGEX"} -j 8 --output-on-failure \
+    timeout "$(left)" ctest --test-dir build-gpu -L gpu -LE long ${CTEST_REGEX:+-R "$CTEST_REGEX"} -j 8 --output-on-failure \
       --timeout 300 > "$out/ctest-gpu.log" 2>&1
     echo "ctest -L gpu exit $?: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log")"
     grep -E "\(Failed\)|\*\*\*|Skipped" "$out/ctest-gpu.log" | head -20
