@@ -9,8 +9,9 @@
 #   ../shared/datasets, skipped when absent), each with and without self-loops (GATConv adds
 #   them), R-MAT 2^18 (past the fitted rule's domain: the hand rule's schedules) and a small
 #   planted-hub graph (hub splits on few nodes).
-# Also every winner of the shipped winners file (WINNERS, default data/tuning/sm<ARCH>.db; "none" for
-# none), which dispatch runs on that GPU where the file answers (exactly or by the nearest graph).
+# Also every winner of the shipped winners files (WINNERS, a space-separated list; default every
+# data/tuning/sm<ARCH>*.db but the modules file, one per GPU class tuned; "none" for none), which
+# dispatch runs on that GPU where a file answers (exactly or by the nearest graph).
 # Environment: ARCH (compute capability, default 90), CONFIGS ("model:H:D:dtype ...", default the zoo),
 #   DROPOUT_CONFIGS (the same, compiled once more with attention dropout, which has kernels of its own;
 #   default the zoo's GAT lines, PyG's examples/gat.py among them: every config would double the file,
@@ -46,18 +47,23 @@ export DFGNN_SHIPPED_DB=off
 # all and the GAT ones (compiled once more with dropout, as the GAT configs are). A zoo configuration with
 # no row of its own model is answered by another model's rows on its op shape (models_alike), so those
 # are listed under its model too (every other model's: a superset of the one dispatch picks).
-winners=${WINNERS:-$here/../data/tuning/sm$arch.db}
+winners=${WINNERS:-$(ls "$here/../data/tuning/sm$arch"*.db 2>/dev/null | grep -v -- '-modules\.db$' || true)}
+[ -n "$winners" ] || { echo "ship-modules: no winners file data/tuning/sm$arch*.db (WINNERS=none for none)" >&2; exit 1; }
 if [ "$winners" != none ]; then
-  [ -f "$winners" ] || { echo "ship-modules: no winners file $winners (WINNERS=none for none)" >&2; exit 1; }
-  python3 - "$winners" "$work/winners.txt" "$work/winners-gat.txt" $configs <<'EOF'
+  for f in $winners; do [ -f "$f" ] || { echo "ship-modules: no winners file $f (WINNERS=none for none)" >&2; exit 1; }; done
+  python3 - "$work/winners.txt" "$work/winners-gat.txt" "$winners" $configs <<'EOF'
 import sqlite3, sys
 models, dtypes = ("gat", "gatv2", "transformer", "agnn"), ("float32", "float16", "bfloat16")
 passes = ("forward", "backward_row", "backward_col")
-con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
-if con.execute("SELECT count(*) FROM results WHERE key_bits >= 16").fetchone()[0]:
-    sys.exit("ship-modules: the winners file holds edge-feature results, which --compile-listed cannot name yet")
-rows = con.execute("SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results "
-                   "WHERE schedule IS NOT NULL ORDER BY model, dtype, heads, dim, direction, schedule").fetchall()
+rows = []
+for path in sys.argv[3].split():
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    if con.execute("SELECT count(*) FROM results WHERE key_bits >= 16").fetchone()[0]:
+        sys.exit(f"ship-modules: {path} holds edge-feature results, which --compile-listed cannot name yet")
+    rows += con.execute("SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results "
+                        "WHERE schedule IS NOT NULL ORDER BY model, dtype, heads, dim, direction, schedule").fetchall()
+    con.close()
+rows = sorted(set(rows))
 lines = [(models[m], dtypes[d], h, dim, passes[p], s) for m, d, h, dim, p, s in rows]
 have = {(m, d, h, dim) for m, d, h, dim, _, _ in lines}
 for config in sys.argv[4:]:  # model:H:D:dtype
@@ -65,13 +71,13 @@ for config in sys.argv[4:]:  # model:H:D:dtype
     if (m, d, int(h), int(dim)) not in have:
         lines += [(m, d, int(h), int(dim), p, s) for m2, d2, h2, dim2, p, s in list(lines)
                   if (d2, h2, dim2) == (d, int(h), int(dim)) and m2 != m]
-with open(sys.argv[2], "w") as every, open(sys.argv[3], "w") as gat:
+with open(sys.argv[1], "w") as every, open(sys.argv[2], "w") as gat:
     for line in dict.fromkeys(lines):
         text = " ".join(map(str, line)) + "\n"
         every.write(text)
         if line[0] == "gat":
             gat.write(text)
-print(f"{len(rows)} shipped winners (op, pass, schedule) in {sys.argv[1]}, {len(set(lines))} lines with the zoo's "
+print(f"{len(rows)} shipped winners (op, pass, schedule) in {sys.argv[3]}, {len(set(lines))} lines with the zoo's "
       "configurations answered by another model")
 EOF
 fi

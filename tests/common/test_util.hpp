@@ -4,6 +4,7 @@
 #include <dfgnn/dfgnn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -97,6 +98,19 @@ inline std::vector<double> random_vector(size_t count, uint64_t seed, double lo 
 // Root of the repository (for data/) and ../shared/datasets (may be absent).
 inline std::filesystem::path source_dir() { return DFGNN_SOURCE_DIR; }
 inline std::filesystem::path shared_datasets() { return DFGNN_SHARED_DATASETS; }
+
+// The shipped winners files of sm_90: data/tuning/sm90*.db but the modules file, one per GPU class
+// tuned (sm90.db on the H200, sm90-h100.db on the H100), in name order.
+inline std::vector<std::filesystem::path> shipped_winners_files() {
+  std::vector<std::filesystem::path> out;
+  for (const auto& entry : std::filesystem::directory_iterator(source_dir() / "data" / "tuning")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("sm90", 0) == 0 && entry.path().extension() == ".db" && name != "sm90-modules.db")
+      out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 // The repository's Cora with self-loops, as PyG's GATConv uses it.
 inline GraphPtr cora_with_loops(dfgnn_context_t ctx) {

@@ -248,8 +248,8 @@ TEST(Cli, TuneCompileListedCompilesEachLineAndNamesABadOne) {
   EXPECT_TRUE(contains(r.output, "--compile-listed goes with --compile-defaults ARCH")) << r.output;
 }
 
-// Every winner of the shipped sm90.db has its kernels in the shipped sm90-modules.db (with dropout
-// too for GAT, as bench/ship-modules.sh compiles them), and so do the winners of other models that
+// Every winner of the shipped winners files (sm90.db, sm90-h100.db) has its kernels in the shipped
+// sm90-modules.db (with dropout too for GAT, as bench/ship-modules.sh compiles them), and so do the winners of other models that
 // answer a zoo configuration with no row of its own model (models_alike): a fresh process on an
 // H100/H200 that the shipped database answers compiles nothing.
 TEST(Cli, ShippedModulesHoldEveryShippedWinner) {
@@ -260,23 +260,25 @@ TEST(Cli, ShippedModulesHoldEveryShippedWinner) {
     const char* models[] = {"gat", "gatv2", "transformer", "agnn"};
     const char* dtypes[] = {"float32", "float16", "bfloat16"};
     const char* passes[] = {"forward", "backward_row", "backward_col"};
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open_v2((tuning / "sm90.db").c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* q = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results", -1, &q,
-                                 nullptr), SQLITE_OK);
     struct Row {
       std::string model, dtype;
       int heads, dim;
       std::string pass, schedule;
     };
     std::vector<Row> rows;
-    while (sqlite3_step(q) == SQLITE_ROW)
-      rows.push_back({models[sqlite3_column_int(q, 0)], dtypes[sqlite3_column_int(q, 1)], sqlite3_column_int(q, 2),
-                      sqlite3_column_int(q, 3), passes[sqlite3_column_int(q, 4)],
-                      reinterpret_cast<const char*>(sqlite3_column_text(q, 5))});
-    sqlite3_finalize(q);
-    sqlite3_close(h);
+    for (const fs::path& file : shipped_winners_files()) {
+      sqlite3* h = nullptr;
+      ASSERT_EQ(sqlite3_open_v2(file.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK) << file;
+      sqlite3_stmt* q = nullptr;
+      ASSERT_EQ(sqlite3_prepare_v2(h, "SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results", -1,
+                                   &q, nullptr), SQLITE_OK);
+      while (sqlite3_step(q) == SQLITE_ROW)
+        rows.push_back({models[sqlite3_column_int(q, 0)], dtypes[sqlite3_column_int(q, 1)], sqlite3_column_int(q, 2),
+                        sqlite3_column_int(q, 3), passes[sqlite3_column_int(q, 4)],
+                        reinterpret_cast<const char*>(sqlite3_column_text(q, 5))});
+      sqlite3_finalize(q);
+      sqlite3_close(h);
+    }
     ASSERT_GT(rows.size(), 100u);
     // Zoo configurations without a row of their model: another model's rows on the op shape answer.
     std::ifstream zoo(fs::path(DFGNN_SOURCE_DIR) / "bench/zoo.txt");

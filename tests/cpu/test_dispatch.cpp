@@ -706,6 +706,38 @@ TEST(DispatchOrigin, ForeignShippedDatabaseIsSkippedWithAReason) {
   EXPECT_EQ(schedule_of(sibling.get(), g.get(), kOp), kWinner);
 }
 
+// The committed winners files, one GPU class each (sm90.db: the H200; sm90-h100.db: the H100, for
+// the zoo's configurations the H200 sweep did not reach). On either GPU each file answers its own
+// configurations, the other GPU's as a stand-in of the same architecture, and explain names it.
+TEST(DispatchOrigin, EachShippedGpuClassAnswersItsConfigurationsOnTheOther) {
+  const fs::path tuning = dfgnn::test::source_dir() / "data" / "tuning";
+  const fs::path h200 = tuning / "sm90.db", h100 = tuning / "sm90-h100.db";
+  ASSERT_TRUE(fs::exists(h200) && fs::exists(h100));
+  ScopedEnv env;
+  env.set("DFGNN_SHIPPED_DB", tuning.c_str());
+  TempDir dir;
+  const std::string h200_class = "NVIDIA H200|sm_90|132", h100_class = "NVIDIA H100 80GB HBM3|sm_90|132";
+  const dfgnn_op_t gat_8x8 = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8);    // swept on the H200
+  const dfgnn_op_t gat_4x16 = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 4, 16);  // swept on the H100
+  for (const auto& [gpu, own] : {std::pair{"NVIDIA H200", h200_class}, std::pair{"NVIDIA H100 80GB HBM3", h100_class}}) {
+    SCOPED_TRACE(gpu);
+    auto ctx = context_with_sites(dir.path / (std::string(gpu) + ".db"), "");
+    dfgnn::db::EnvironmentInfo e = test_environment();
+    e.gpu_name = gpu;
+    dfgnn::context_of(ctx.get()).dispatcher.set_environment(e);
+    auto cora = dfgnn::test::cora_with_loops(ctx.get());
+    for (const auto& [op, file, tuned_class] : {std::tuple{gat_8x8, h200, h200_class}, std::tuple{gat_4x16, h100, h100_class}}) {
+      const nlohmann::json j = explain(ctx.get(), cora.get(), op);
+      EXPECT_EQ(j.at("layer"), "shipped") << j.dump();
+      EXPECT_TRUE(j.at("origin") == "exact" || j.at("origin") == "nearest") << j.dump();
+      EXPECT_EQ(j.at("source"), fs::canonical(file).string()) << j.dump();
+      const bool stand_in = tuned_class != own;
+      EXPECT_EQ(j.at("origin_detail").get<std::string>().find(", tuned on " + tuned_class) != std::string::npos, stand_in)
+          << j.dump();
+    }
+  }
+}
+
 // Issue 26: a site database that opens well but whose results pages are damaged, before a good
 // one. The exact lookup reads the damaged pages; the call succeeds with the good site's answer, the
 // damaged layer is logged once and skipped by every later context of the process.
