@@ -17,6 +17,8 @@
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
 #   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules;
 #           with AB_CASES=FILE, that file's (graph, op, schedules) lines instead (bench/ab-empty-rows.txt)
+#   ab-kernels  one case's per-kernel GPU time (ncu) in both trees of ab, launch by launch
+#           (AB_KERNEL_CASE, AB_KERNEL_DIRECTION, AB_KERNEL_ITERS; bench/ab_kernels.py)
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
 #   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR, one part per device call: CONFIGS
 #           picks the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db first if needed
@@ -67,6 +69,17 @@ cases() {
     read -r model heads dim <<< "$config"
     printf '%s\t%s\t%s\t%s\t%s\n' "$graph" "$model" "$heads" "$dim" "$sched"
   done < "$1"
+}
+
+# dfgnn-bench of .ab/base.tgz (git archive of an older commit) in /tmp/dfgnn-ab-base/build, and of
+# this tree in build-gpu (configured by an earlier phase), for the A/B phases.
+base=/tmp/dfgnn-ab-base
+build_ab_pair() {
+  rm -rf "$base" && mkdir -p "$base" && tar xzf .ab/base.tgz -C "$base"
+  cmake -S "$base" -B "$base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS \
+    > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench \
+    > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
+  cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench > "$out/ab-new-build.log" 2>&1 || exit 1
 }
 
 case $phase in
@@ -172,12 +185,7 @@ case $phase in
     # The configurations that existed before (issue 23's no-regression check): this tree against
     # .ab/base.tgz (git archive of the older commit), the same schedules side by side, alternating
     # which version goes first; dfgnn-bench times the C API's calls with CUDA events.
-    base=/tmp/dfgnn-ab-base
-    rm -rf "$base" && mkdir -p "$base" && tar xzf .ab/base.tgz -C "$base"
-    cmake -S "$base" -B "$base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS \
-      > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench \
-      > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
-    cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench > "$out/ab-new-build.log" 2>&1 || exit 1
+    build_ab_pair
     k=0
     if [ -n "${AB_CASES:-}" ]; then  # a cases file instead (see cases())
       while IFS=$'\t' read -r graph model heads dim sched; do
@@ -246,6 +254,28 @@ case $phase in
     SKIP_INSTALL=1 BUDGET=${BUDGET:-300} T_PYTEST=${T_PYTEST:-280} STEPS=pytest PYTEST_ARGS="${PYTEST_ARGS:-tests/python}" \
       bash bench/run-python-gpu.sh "$out/python" "$datasets"
     grep -E "FAILED|ERROR|passed|failed" "$out/python/pytest.log" | tail -25
+    ;;
+  ab-kernels)
+    # Why a case differs between the trees: each kernel's GPU time, launch by launch. One
+    # dfgnn-bench case (AB_KERNEL_CASE: "GRAPH_ARGS|MODEL HEADS DIM|SCHEDULE", default the Graph
+    # Transformer backward on R-MAT 2^20 that 2026-12-07-h100.md found 7% slower than 0cbcf60) runs
+    # under ncu in each build (the base as the ab phase builds it, unless already there), and
+    # bench/ab_kernels.py matches the launches by kernel, pass, grid and block.
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+    [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
+    [ -x "$base/build/tools/dfgnn-bench" ] && [ -x build-gpu/tools/dfgnn-bench ] || build_ab_pair
+    spec=${AB_KERNEL_CASE:-"--rmat 20|transformer 1 128|edge_balanced:lanes=32,groups=16,vec=4,threshold=0,chunk=1024"}
+    IFS='|' read -r graph config sched <<< "$spec"
+    read -r model heads dim <<< "$config"
+    for v in base new; do
+      dir=build-gpu; [ $v = base ] && dir=$base/build
+      "$ncu" --clock-control none --csv --print-units base --print-kernel-base mangled \
+        --metrics gpu__time_duration.sum --log-file "$out/ncu-$v.csv" \
+        $dir/tools/dfgnn-bench $graph --model "$model" --heads "$heads" --dim "$dim" --direction "${AB_KERNEL_DIRECTION:-backward}" \
+        --schedules "$sched" --warmup 2 --iters "${AB_KERNEL_ITERS:-10}" --no-baseline > "$out/ncu-$v-run.log" 2>&1 ||
+        { tail -5 "$out/ncu-$v-run.log"; exit 1; }
+    done
+    python3 bench/ab_kernels.py "$out/ncu-base.csv" "$out/ncu-new.csv" --json "$out/ab-kernels.json" | tee "$out/ab-kernels.md"
     ;;
   host-ab)
     base=/tmp/dfgnn-host-ab
