@@ -34,6 +34,8 @@
 #   reorder bench/reorder_bench.py with SHAPES_ARGS (issue 28: node orders, narrow storage, training epochs)
 #   bytes   the same script's bytes section under ncu (DRAM bytes per pass against compulsory bytes)
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
+# The inputs a call carries (.devdeps, .bench-data, .sweep-data, .ab, .perms) are built in a fresh checkout by
+# bench/carry-inputs.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/shapes-gpu.sh OUTDIR PHASE [SHAPES_ARGS...]}

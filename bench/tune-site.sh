@@ -6,6 +6,7 @@
 # calibration are fitted on (tools/fit_default_rule.py, tools/calibrate_nearest.py).
 #
 # Usage: bench/tune-site.sh BUILD_DIR OUTDIR DATASETS
+#        bench/tune-site.sh --graphs    (prints the dataset names it tunes, for bench/carry-inputs.sh)
 # Environment: GRAPHS (dataset names under DATASETS, default below), CONFIGS ("model:H:D:dtype ...";
 #              default: the configuration zoo, bench/zoo.txt),
 #              BUDGET_FWD / BUDGET_BWD (seconds per forward / backward problem; 1.5 and 3),
@@ -17,12 +18,13 @@
 #         score and both timing regimes), logs.
 # For another GPU class: run it there and install site.db as data/tuning/<class>.db (see the docs).
 set -uo pipefail
-build=${1:?build dir}; out=${2:?out dir}; data=${3:?datasets dir}
-tools=$build/tools
-mkdir -p "$out"
 graphs=${GRAPHS:-"cora citeseer pubmed cora-ml citationfull-dblp amazon-photo coauthor-cs musae-facebook deezer-europe
   lastfm-asia twitch-engb wikipedia-crocodile blogcatalog polblogs snap-email-Enron snap-ca-AstroPh snap-wiki-Vote
   snap-ego-Facebook actor tu-PROTEINS tu-NCI109 tu-IMDB-BINARY reddit-threads-10k power-grid-us mesh-4elt wormnet-v3"}
+[ "${1:-}" = --graphs ] && { echo $graphs; exit 0; }
+build=${1:?build dir}; out=${2:?out dir}; data=${3:?datasets dir}
+tools=$build/tools
+mkdir -p "$out"
 # The op shapes: the configuration zoo (bench/zoo.txt). A device call too short for all of them
 # takes a part, e.g. CONFIGS="$(python3 bench/zoo.py | sed -n 1,11p)", and the parts' site.db files
 # are merged with dfgnn-db merge.
