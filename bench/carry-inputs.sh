@@ -32,7 +32,7 @@ for w in "${what[@]}"; do
     bench-data)
       need_datasets
       mkdir -p .bench-data
-      for g in ${DATASETS:-cora citeseer pubmed mesh-mdual blogcatalog cora-linqs-directed wiki-chameleon}; do
+      for g in ${DATASETS:-cora citeseer pubmed mesh-mdual blogcatalog cora-linqs-directed wiki-chameleon tu-ENZYMES}; do
         [ -d "$datasets/$g" ] || { echo "carry-inputs: no dataset $g in $datasets" >&2; exit 1; }
         rm -rf ".bench-data/$g" && cp -r "$datasets/$g" .bench-data/
       done
