@@ -4,7 +4,7 @@
 #   devdeps     .devdeps: the .debs the device lacks (../shared/tools/device-deps.sh), Boost's headers
 #               slimmed (../shared/tools/slim-boost.sh); about 4 MB
 #   bench-data  .bench-data: the datasets the checks, the host A/B, the acceptance and the reorder bench
-#               read (DATASETS below); about 9 MB
+#               read (BENCH_GRAPHS below); about 9 MB
 #   sweep-data  .sweep-data: bench/tune-site.sh's graphs, edge lists only, gzipped; about 14 MB
 #   ab          .ab/base.tgz and .ab/py-base.tgz: git archives of the A/B bases (AB_BASE, default
 #               0cbcf60: the kernels before the head-span and dropout work; PY_BASE, default e1f18a3:
@@ -32,7 +32,7 @@ for w in "${what[@]}"; do
     bench-data)
       need_datasets
       mkdir -p .bench-data
-      for g in ${DATASETS:-cora citeseer pubmed mesh-mdual blogcatalog cora-linqs-directed wiki-chameleon tu-ENZYMES}; do
+      for g in ${BENCH_GRAPHS:-cora citeseer pubmed mesh-mdual blogcatalog cora-linqs-directed wiki-chameleon tu-ENZYMES}; do
         [ -d "$datasets/$g" ] || { echo "carry-inputs: no dataset $g in $datasets" >&2; exit 1; }
         rm -rf ".bench-data/$g" && cp -r "$datasets/$g" .bench-data/
       done

@@ -20,7 +20,8 @@
 #   ab-kernels  one case's per-kernel GPU time (ncu) in both trees of ab, launch by launch
 #           (AB_KERNEL_CASE, AB_KERNEL_DIRECTION, AB_KERNEL_ITERS; bench/ab_kernels.py)
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
-#   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR, one part per device call: CONFIGS
+#   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR (graphs from .sweep-data unless
+#           DATASETS is set), one part per device call: CONFIGS
 #           picks the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db first if needed
 #   accept  issue 24's acceptance through dfgnn.torch, after build or check: graphs the sweep did not use
 #           (ACCEPT_GRAPHS) tuned into OUTDIR/unseen.db for ACCEPT_CONFIGS ("model:H:D:dtype ..."), then
@@ -74,13 +75,20 @@ cases() {
 }
 
 # dfgnn-bench of .ab/base.tgz (git archive of an older commit) in /tmp/dfgnn-ab-base/build, and of
-# this tree in build-gpu (configured by an earlier phase), for the A/B phases.
+# this tree in build-gpu (configured by an earlier phase), for the A/B phases. This tree's is always
+# brought up to date (a warm machine's build may be of an earlier checkout: the kernel source is
+# built in); the base is built again only when .ab/base.tgz is another archive.
 base=/tmp/dfgnn-ab-base
 build_ab_pair() {
-  rm -rf "$base" && mkdir -p "$base" && tar xzf .ab/base.tgz -C "$base"
-  cmake -S "$base" -B "$base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS \
-    > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench \
-    > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
+  local stamp
+  stamp=$(sha1sum .ab/base.tgz | cut -d' ' -f1) || exit 1
+  if [ "$(cat "$base/stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$base/build/tools/dfgnn-bench" ]; then
+    rm -rf "$base" && mkdir -p "$base" && tar xzf .ab/base.tgz -C "$base"
+    cmake -S "$base" -B "$base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS \
+      > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench \
+      > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
+    echo "$stamp" > "$base/stamp"
+  fi
   cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench > "$out/ab-new-build.log" 2>&1 || exit 1
 }
 
@@ -229,7 +237,8 @@ case $phase in
     echo "built at $SECONDS s"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
     # The deadline counts from this phase's start (tune-site.sh's own clock starts at zero).
-    SECONDS_LEFT=$(( ${SECONDS_LEFT:-1000000} - SECONDS )) bash bench/tune-site.sh build-gpu "$out" "$datasets"
+    # The sweep's graphs are .sweep-data's (bench/carry-inputs.sh) unless DATASETS names a directory.
+    SECONDS_LEFT=$(( ${SECONDS_LEFT:-1000000} - SECONDS )) bash bench/tune-site.sh build-gpu "$out" "${DATASETS:-.sweep-data}"
     ;;
   accept)
     graphs=${ACCEPT_GRAPHS:-"wiki-chameleon mesh-mdual snap-p2p-Gnutella08 snap-email-Eu-core tu-ENZYMES roget-thesaurus
@@ -261,17 +270,18 @@ case $phase in
     # Why a case differs between the trees: each kernel's GPU time, launch by launch. One
     # dfgnn-bench case (AB_KERNEL_CASE: "GRAPH_ARGS|MODEL HEADS DIM|SCHEDULE", default the Graph
     # Transformer backward on R-MAT 2^20 that 2026-12-07-h100.md found 7% slower than 0cbcf60) runs
-    # under ncu in each build (the base as the ab phase builds it, unless already there), and
-    # bench/ab_kernels.py matches the launches by kernel, pass, grid and block.
+    # under ncu in each build (the base as the ab phase builds it), and bench/ab_kernels.py matches the
+    # launches by kernel, pass, grid and block. ncu leaves the caches as the calls left them
+    # (--cache-control none): dfgnn-bench rotates its inputs, and L2 reuse is part of what differs.
     ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
     [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
-    [ -x "$base/build/tools/dfgnn-bench" ] && [ -x build-gpu/tools/dfgnn-bench ] || build_ab_pair
+    build_ab_pair
     spec=${AB_KERNEL_CASE:-"--rmat 20|transformer 1 128|edge_balanced:lanes=32,groups=16,vec=4,threshold=0,chunk=1024"}
     IFS='|' read -r graph config sched <<< "$spec"
     read -r model heads dim <<< "$config"
     for v in base new; do
       dir=build-gpu; [ $v = base ] && dir=$base/build
-      "$ncu" --clock-control none --csv --print-units base --print-kernel-base mangled \
+      "$ncu" --clock-control none --cache-control none --csv --print-units base --print-kernel-base mangled \
         --metrics gpu__time_duration.sum --log-file "$out/ncu-$v.csv" \
         $dir/tools/dfgnn-bench $graph --model "$model" --heads "$heads" --dim "$dim" --direction "${AB_KERNEL_DIRECTION:-backward}" \
         --schedules "$sched" --warmup 2 --iters "${AB_KERNEL_ITERS:-10}" --no-baseline > "$out/ncu-$v-run.log" 2>&1 ||

@@ -9,7 +9,7 @@
 #   ../shared/datasets, skipped when absent), each with and without self-loops (GATConv adds
 #   them), R-MAT 2^18 (past the fitted rule's domain: the hand rule's schedules) and a small
 #   planted-hub graph (hub splits on few nodes).
-# Also every winner of the shipped winners files (WINNERS, a space-separated list; default every
+# Also every winner of the shipped winners files (WINNERS, ':'-separated; default every
 # data/tuning/sm<ARCH>*.db but the modules file, one per GPU class tuned; "none" for none), which
 # dispatch runs on that GPU where a file answers (exactly or by the nearest graph).
 # Environment: ARCH (compute capability, default 90), CONFIGS ("model:H:D:dtype ...", default the zoo),
@@ -47,16 +47,24 @@ export DFGNN_SHIPPED_DB=off
 # all and the GAT ones (compiled once more with dropout, as the GAT configs are). A zoo configuration with
 # no row of its own model is answered by another model's rows on its op shape (models_alike), so those
 # are listed under its model too (every other model's: a superset of the one dispatch picks).
-winners=${WINNERS:-$(ls "$here/../data/tuning/sm$arch"*.db 2>/dev/null | grep -v -- '-modules\.db$' || true)}
-[ -n "$winners" ] || { echo "ship-modules: no winners file data/tuning/sm$arch*.db (WINNERS=none for none)" >&2; exit 1; }
-if [ "$winners" != none ]; then
-  for f in $winners; do [ -f "$f" ] || { echo "ship-modules: no winners file $f (WINNERS=none for none)" >&2; exit 1; }; done
-  python3 - "$work/winners.txt" "$work/winners-gat.txt" "$winners" $configs <<'EOF'
+winners=()
+if [ -n "${WINNERS:-}" ]; then
+  [ "$WINNERS" = none ] || IFS=: read -r -a winners <<< "$WINNERS"
+else
+  for f in "$here/../data/tuning/sm$arch"*.db; do
+    [ -f "$f" ] && [ "${f%-modules.db}" = "$f" ] && winners+=("$f")
+  done
+  [ ${#winners[@]} -gt 0 ] || { echo "ship-modules: no winners file data/tuning/sm$arch*.db (WINNERS=none for none)" >&2; exit 1; }
+fi
+if [ ${#winners[@]} -gt 0 ]; then
+  for f in "${winners[@]}"; do [ -f "$f" ] || { echo "ship-modules: no winners file $f (WINNERS=none for none)" >&2; exit 1; }; done
+  python3 - "$work/winners.txt" "$work/winners-gat.txt" "${#winners[@]}" "${winners[@]}" $configs <<'EOF'
 import sqlite3, sys
 models, dtypes = ("gat", "gatv2", "transformer", "agnn"), ("float32", "float16", "bfloat16")
 passes = ("forward", "backward_row", "backward_col")
+files = sys.argv[4:4 + int(sys.argv[3])]
 rows = []
-for path in sys.argv[3].split():
+for path in files:
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     if con.execute("SELECT count(*) FROM results WHERE key_bits >= 16").fetchone()[0]:
         sys.exit(f"ship-modules: {path} holds edge-feature results, which --compile-listed cannot name yet")
@@ -66,7 +74,7 @@ for path in sys.argv[3].split():
 rows = sorted(set(rows))
 lines = [(models[m], dtypes[d], h, dim, passes[p], s) for m, d, h, dim, p, s in rows]
 have = {(m, d, h, dim) for m, d, h, dim, _, _ in lines}
-for config in sys.argv[4:]:  # model:H:D:dtype
+for config in sys.argv[4 + len(files):]:  # model:H:D:dtype
     m, h, dim, d = config.split(":")
     if (m, d, int(h), int(dim)) not in have:
         lines += [(m, d, int(h), int(dim), p, s) for m2, d2, h2, dim2, p, s in list(lines)
@@ -77,7 +85,7 @@ with open(sys.argv[1], "w") as every, open(sys.argv[2], "w") as gat:
         every.write(text)
         if line[0] == "gat":
             gat.write(text)
-print(f"{len(rows)} shipped winners (op, pass, schedule) in {sys.argv[3]}, {len(set(lines))} lines with the zoo's "
+print(f"{len(rows)} shipped winners (op, pass, schedule) in {', '.join(files)}, {len(set(lines))} lines with the zoo's "
       "configurations answered by another model")
 EOF
 fi
@@ -101,7 +109,7 @@ compile_winners() {  # LIST [--dropout RATE]
     > "$work/log.txt" 2>&1 || { tail -20 "$work/log.txt"; echo "ship-modules: the winners of $list $* failed" >&2; exit 1; }
   echo "shipped winners $(basename "$list") $*: $(grep '^compiled' "$work/log.txt")"
 }
-if [ "$winners" != none ]; then
+if [ ${#winners[@]} -gt 0 ]; then
   compile_winners "$work/winners.txt"
   [ -s "$work/winners-gat.txt" ] && compile_winners "$work/winners-gat.txt" --dropout 0.5
 fi

@@ -36,7 +36,9 @@ db=$out/work.db
 step() { echo "=== $* ($(date +%T))"; }
 args=()
 for g in $graphs; do
-  if [ -d "$data/$g" ]; then args+=(--graph "$data/$g"); else echo "skipped $g: not in $data"; fi
+  # A sweep that silently lost graphs would still ship and fit: a missing one stops it.
+  [ -d "$data/$g" ] || { echo "tune-site: no dataset $g in $data (GRAPHS names the graphs to tune)" >&2; exit 1; }
+  args+=(--graph "$data/$g")
 done
 # Large power-law graphs beside the datasets (all far smaller): the fitted rule's domain ends at
 # twice its largest graph, and past it the hand rule answers.

@@ -389,9 +389,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // Default dispatch as a user gets it: the shipped database (unless the caller chose) and no user cache.
-    if (std::getenv("DFGNN_SHIPPED_DB") == nullptr && fs::exists("data/tuning/sm90.db"))
-      setenv("DFGNN_SHIPPED_DB", "data/tuning/sm90.db", 1);
+    // Default dispatch as a user gets it: the shipped databases (unless the caller chose) and no user cache.
+    if (std::getenv("DFGNN_SHIPPED_DB") == nullptr && fs::is_directory("data/tuning"))
+      setenv("DFGNN_SHIPPED_DB", "data/tuning", 1);
     const fs::path scratch = fs::temp_directory_path() / fmt::format("dfgnn-nvrtc-levers-{}", getpid());
     fs::create_directories(scratch);
     const std::vector<Module> all = zoo_modules(o.zoo, o.graph, o.self_loops, o.dropout, scratch / "user.db");

@@ -19,8 +19,9 @@ part() {
   "$@" 2>&1 | tee "$logs/$name.log" || rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || failed+=("$name")
 }
-# Tests labelled long (the exhaustive NVRTC compile: every reachable kernel specialisation) run
-# with DFGNN_LONG_TESTS=1; by default CI compiles their sample (NvrtcSample) instead.
+# Tests labelled long (the exhaustive NVRTC compile: every reachable kernel specialisation; on a GPU,
+# gpu.verify_quick's differential sweep) run with DFGNN_LONG_TESTS=1; by default CI compiles their
+# sample (NvrtcSample) instead, and a GPU host runs gpu.verify_tiny.
 long=(-LE long); [ "${DFGNN_LONG_TESTS:-0}" = 1 ] && long=()
 part ctest ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 900 "${long[@]}" "$@"
 # The libFuzzer targets (tests/fuzz, tools/fuzz.sh): one clang build of their own, the regression inputs

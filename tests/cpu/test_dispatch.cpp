@@ -730,7 +730,7 @@ TEST(DispatchOrigin, EachShippedGpuClassAnswersItsConfigurationsOnTheOther) {
       const nlohmann::json j = explain(ctx.get(), cora.get(), op);
       EXPECT_EQ(j.at("layer"), "shipped") << j.dump();
       EXPECT_TRUE(j.at("origin") == "exact" || j.at("origin") == "nearest") << j.dump();
-      EXPECT_EQ(j.at("source"), fs::canonical(file).string()) << j.dump();
+      EXPECT_EQ(j.at("source"), file.string()) << j.dump();
       const bool stand_in = tuned_class != own;
       EXPECT_EQ(j.at("origin_detail").get<std::string>().find(", tuned on " + tuned_class) != std::string::npos, stand_in)
           << j.dump();

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -149,6 +150,16 @@ TEST(ShippedModules, CommittedWinnersMatchTheKernelSourcesAndLibrary) {
     EXPECT_EQ(query(kShipped, "SELECT DISTINCT template_hash FROM modules"),
               query(winners, "SELECT DISTINCT template_hash FROM results")) << winners;
   }
+  // No op configuration in two files: the shipped layers are read in name order, so the first file's
+  // rows (another GPU's, as a stand-in) would shadow the second's own for exact and nearest answers.
+  std::map<std::string, fs::path> owner;
+  for (const fs::path& winners : files)
+    for (const std::string& op : query(winners, "SELECT DISTINCT model || ':' || dtype || ':' || heads || ':' || dim || ':' "
+                                                "|| direction || ':' || key_bits FROM results")) {
+      const auto [it, added] = owner.emplace(op, winners);
+      EXPECT_TRUE(added || it->second == winners) << "op " << op << " is in both " << it->second << " and " << winners;
+    }
+  EXPECT_GT(owner.size(), 60u);
 }
 
 // The zoo's default dispatch on Cora, as GATConv (self-loops) and as read: every module is there.

@@ -55,12 +55,26 @@ def test_a_launch_of_one_build_only_is_reported(tmp_path):
     new = write(tmp_path / "new.csv", [row(1, ROW_NEW, "1000", grid="(8192, 1, 1)")])
     out = tmp_path / "ab.json"
     assert ak.main([base, new, "--json", str(out)]) == 0
-    rows = {(r["kernel"], r["grid"]): r for r in json.loads(out.read_text())}
+    report = json.loads(out.read_text())
+    rows = {(r["kernel"], r["grid"]): r for r in report["launches"]}
     assert rows[("reduce_nodes_stage1", "(64, 2, 1)")]["launches_new"] == 0
     assert rows[("reduce_nodes_stage1", "(64, 2, 1)")]["ratio"] is None
     # Another grid is another launch: the plan changed, and the table shows both sides apart.
     assert rows[("balanced_kernel", "(4096, 1, 1)")]["launches_new"] == 0
     assert rows[("balanced_kernel", "(8192, 1, 1)")]["launches_base"] == 0
+    # The totals pair them again: every balanced backward-row launch, whatever its grid.
+    totals = {(r["kernel"], r["pass"]): r for r in report["totals"]}
+    summed = totals[("balanced_kernel", "BackwardRow")]
+    assert (summed["launches_base"], summed["launches_new"]) == (1, 1)
+    assert summed["total_us_base"] == pytest.approx(1.0) and summed["ratio"] == pytest.approx(1.0)
+
+
+def test_two_instances_under_one_key_are_flagged(tmp_path, capsys):
+    other = ROW_OLD.replace("Li16EEE", "Li32EEE")  # another groups argument, the same launch shape
+    base = write(tmp_path / "base.csv", [row(1, ROW_OLD, "1000"), row(2, other, "3000")])
+    new = write(tmp_path / "new.csv", [row(1, ROW_NEW, "1000")])
+    assert ak.main([base, new]) == 0
+    assert "note: base: balanced_kernel BackwardRow (4096, 1, 1) (512, 1, 1) pools 2 kernel names" in capsys.readouterr().out
 
 
 def test_a_log_without_dfgnn_launches_or_in_another_unit_is_refused(tmp_path):
@@ -70,3 +84,7 @@ def test_a_log_without_dfgnn_launches_or_in_another_unit_is_refused(tmp_path):
     odd = write(tmp_path / "odd.csv", [row(1, ROW_NEW, "9", unit="cycle")])
     with pytest.raises(SystemExit, match="unit 'cycle'"):
         ak.launch_times(odd)
+    narrow = tmp_path / "narrow.csv"
+    narrow.write_text('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n"1","x","gpu__time_duration.sum","ns","5"\n')
+    with pytest.raises(SystemExit, match="lacks .*Grid Size"):
+        ak.launch_times(str(narrow))
