@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,33 @@ inline std::vector<double> random_vector(size_t count, uint64_t seed, double lo 
 // Root of the repository (for data/) and ../shared/datasets (may be absent).
 inline std::filesystem::path source_dir() { return DFGNN_SOURCE_DIR; }
 inline std::filesystem::path shared_datasets() { return DFGNN_SHARED_DATASETS; }
+
+// One configuration of bench/zoo.txt, the op shapes users run (the sweep, the shipped files and the
+// benchmarks read the same list).
+struct ZooEntry {
+  std::string model, dtype;  // as written there: "gat", "float32"
+  int heads = 0, dim = 0;
+  dfgnn_op_t op() const {
+    dfgnn_model_t m = DFGNN_MODEL_GAT;
+    EXPECT_EQ(dfgnnModelFromName(model.c_str(), &m), DFGNN_STATUS_SUCCESS) << "bench/zoo.txt: model " << model;
+    const dfgnn_dtype_t t = dtype == "float16" ? DFGNN_DTYPE_FLOAT16 : dtype == "bfloat16" ? DFGNN_DTYPE_BFLOAT16
+                                                                                           : DFGNN_DTYPE_FLOAT32;
+    EXPECT_TRUE(dtype == "float32" || t != DFGNN_DTYPE_FLOAT32) << "bench/zoo.txt: dtype " << dtype;
+    return dfgnnOpDefault(m, t, heads, dim);
+  }
+};
+inline std::vector<ZooEntry> read_zoo() {
+  std::ifstream zoo(source_dir() / "bench" / "zoo.txt");
+  EXPECT_TRUE(zoo) << "bench/zoo.txt not found";
+  std::vector<ZooEntry> out;
+  std::string line;
+  while (std::getline(zoo, line)) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    ZooEntry e;
+    if (words >> e.model >> e.heads >> e.dim >> e.dtype) out.push_back(e);
+  }
+  return out;
+}
 
 // The shipped winners files of sm_90: data/tuning/sm90*.db but the modules file, one per GPU class
 // tuned (sm90.db on the H200, sm90-h100.db on the H100), in name order.

@@ -281,13 +281,9 @@ TEST(Cli, ShippedModulesHoldEveryShippedWinner) {
     }
     ASSERT_GT(rows.size(), 100u);
     // Zoo configurations without a row of their model: another model's rows on the op shape answer.
-    std::ifstream zoo(fs::path(DFGNN_SOURCE_DIR) / "bench/zoo.txt");
-    std::string text;
     std::vector<Row> borrowed;
-    while (std::getline(zoo, text)) {
-      std::istringstream words(text.substr(0, text.find('#')));
-      Row c;
-      if (!(words >> c.model >> c.heads >> c.dim >> c.dtype)) continue;
+    for (const ZooEntry& z : read_zoo()) {
+      const Row c{z.model, z.dtype, z.heads, z.dim, "", ""};
       const auto same_shape = [&](const Row& r) { return r.dtype == c.dtype && r.heads == c.heads && r.dim == c.dim; };
       if (std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.model == c.model && same_shape(r); }))
         continue;

@@ -100,21 +100,6 @@ uint64_t compiles_for(const fs::path& user, dfgnn_model_t model, dfgnn_dtype_t d
   return compiles(ctx.get());
 }
 
-dfgnn_model_t model_named(const std::string& name) {
-  if (name == "gatv2") return DFGNN_MODEL_GATV2;
-  if (name == "transformer") return DFGNN_MODEL_TRANSFORMER;
-  if (name == "agnn") return DFGNN_MODEL_AGNN;
-  EXPECT_EQ(name, "gat") << "unknown model in bench/zoo.txt";
-  return DFGNN_MODEL_GAT;
-}
-
-dfgnn_dtype_t dtype_named(const std::string& name) {
-  if (name == "float16") return DFGNN_DTYPE_FLOAT16;
-  if (name == "bfloat16") return DFGNN_DTYPE_BFLOAT16;
-  EXPECT_EQ(name, "float32") << "unknown dtype in bench/zoo.txt";
-  return DFGNN_DTYPE_FLOAT32;
-}
-
 }  // namespace
 
 TEST(ShippedModules, CommittedFileMatchesTheKernelSources) {
@@ -167,21 +152,14 @@ TEST(ShippedModules, FreshContextCompilesNothingForTheZooOnCora) {
   ASSERT_TRUE(fs::exists(kShipped)) << kShipped << " is missing; " << kRebuild;
   ShippedDb shipped(kShipped.string());
   ScratchDir dir;
-  std::ifstream zoo(source_dir() / "bench" / "zoo.txt");
-  ASSERT_TRUE(zoo) << "bench/zoo.txt not found";
-  std::string line;
   int configs = 0;
-  while (std::getline(zoo, line)) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream words(line);
-    std::string model, dtype;
-    int heads = 0, dim = 0;
-    if (!(words >> model >> heads >> dim >> dtype)) continue;
+  for (const ZooEntry& z : read_zoo()) {
     ++configs;
+    const dfgnn_op_t op = z.op();
     for (bool loops : {true, false}) {
       const fs::path user = dir.path / ("user-" + std::to_string(configs) + (loops ? "l" : "") + ".db");
-      EXPECT_EQ(compiles_for(user, model_named(model), dtype_named(dtype), heads, dim, loops), 0u)
-          << model << " H " << heads << " D " << dim << " " << dtype << (loops ? " with self-loops" : "")
+      EXPECT_EQ(compiles_for(user, op.model, op.dtype, op.heads, op.dim, loops), 0u)
+          << z.model << " H " << z.heads << " D " << z.dim << " " << z.dtype << (loops ? " with self-loops" : "")
           << ": a module of its default dispatch is not shipped; " << kRebuild;
     }
   }
