@@ -78,16 +78,16 @@ cases() {
 # this tree in build-gpu (configured by an earlier phase), for the A/B phases. This tree's is always
 # brought up to date (a warm machine's build may be of an earlier checkout: the kernel source is
 # built in); the base is built again only when .ab/base.tgz is another archive.
-base=/tmp/dfgnn-ab-base
+ab_base=/tmp/dfgnn-ab-base
 build_ab_pair() {
   local stamp
   stamp=$(sha1sum .ab/base.tgz | cut -d' ' -f1) || exit 1
-  if [ "$(cat "$base/stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$base/build/tools/dfgnn-bench" ]; then
-    rm -rf "$base" && mkdir -p "$base" && tar xzf .ab/base.tgz -C "$base"
-    cmake -S "$base" -B "$base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS \
-      > "$out/ab-base-configure.log" 2>&1 && cmake --build "$base/build" -j "$(nproc)" --target dfgnn-bench \
+  if [ "$(cat "$ab_base/stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$ab_base/build/tools/dfgnn-bench" ]; then
+    rm -rf "$ab_base" && mkdir -p "$ab_base" && tar xzf .ab/base.tgz -C "$ab_base"
+    cmake -S "$ab_base" -B "$ab_base/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS \
+      > "$out/ab-base-configure.log" 2>&1 && cmake --build "$ab_base/build" -j "$(nproc)" --target dfgnn-bench \
       > "$out/ab-base-build.log" 2>&1 || { tail -20 "$out/ab-base-build.log"; exit 1; }
-    echo "$stamp" > "$base/stamp"
+    echo "$stamp" > "$ab_base/stamp"
   fi
   cmake --build build-gpu -j "$(nproc)" --target dfgnn-bench > "$out/ab-new-build.log" 2>&1 || exit 1
 }
@@ -202,7 +202,7 @@ case $phase in
         k=$((k + 1))
         order=(base new); [ $((k % 2)) = 0 ] && order=(new base)
         for v in "${order[@]}"; do
-          dir=build-gpu; [ $v = base ] && dir=$base/build
+          dir=build-gpu; [ $v = base ] && dir=$ab_base/build
           $dir/tools/dfgnn-bench $graph --model $model --heads $heads --dim $dim --direction both --schedules "$sched" \
             --warmup 10 --iters "${AB_ITERS:-100}" --no-baseline --json "$out/ab-$v-$k.json" > "$out/ab-$v-$k.txt" 2>&1 ||
             tail -3 "$out/ab-$v-$k.txt"
@@ -219,7 +219,7 @@ case $phase in
         sched="default;hub_split:lanes=$lanes,groups=$((256 / lanes)),vec=4,threshold=256,chunk=256;edge_balanced:lanes=$lanes,groups=$((512 / lanes)),vec=4,chunk=1024"
         order=(base new); [ $((k % 2)) = 0 ] && order=(new base)
         for v in "${order[@]}"; do
-          dir=build-gpu; [ $v = base ] && dir=$base/build
+          dir=build-gpu; [ $v = base ] && dir=$ab_base/build
           $dir/tools/dfgnn-bench $graph --model $model --heads $heads --dim $dim --direction both --schedules "$sched" \
             --warmup 10 --iters 50 --no-baseline --json "$out/ab-$v-$k.json" > "$out/ab-$v-$k.txt" 2>&1 || tail -3 "$out/ab-$v-$k.txt"
         done
@@ -280,7 +280,7 @@ case $phase in
     IFS='|' read -r graph config sched <<< "$spec"
     read -r model heads dim <<< "$config"
     for v in base new; do
-      dir=build-gpu; [ $v = base ] && dir=$base/build
+      dir=build-gpu; [ $v = base ] && dir=$ab_base/build
       "$ncu" --clock-control none --cache-control none --csv --print-units base --print-kernel-base mangled \
         --metrics gpu__time_duration.sum --log-file "$out/ncu-$v.csv" \
         $dir/tools/dfgnn-bench $graph --model "$model" --heads "$heads" --dim "$dim" --direction "${AB_KERNEL_DIRECTION:-backward}" \

@@ -69,7 +69,7 @@ for path in files:
     if con.execute("SELECT count(*) FROM results WHERE key_bits >= 16").fetchone()[0]:
         sys.exit(f"ship-modules: {path} holds edge-feature results, which --compile-listed cannot name yet")
     rows += con.execute("SELECT DISTINCT model, dtype, heads, dim, direction, schedule FROM results "
-                        "WHERE schedule IS NOT NULL ORDER BY model, dtype, heads, dim, direction, schedule").fetchall()
+                        "WHERE schedule IS NOT NULL").fetchall()
     con.close()
 rows = sorted(set(rows))
 lines = [(models[m], dtypes[d], h, dim, passes[p], s) for m, d, h, dim, p, s in rows]

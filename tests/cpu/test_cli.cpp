@@ -249,9 +249,9 @@ TEST(Cli, TuneCompileListedCompilesEachLineAndNamesABadOne) {
 }
 
 // Every winner of the shipped winners files (sm90.db, sm90-h100.db) has its kernels in the shipped
-// sm90-modules.db (with dropout too for GAT, as bench/ship-modules.sh compiles them), and so do the winners of other models that
-// answer a zoo configuration with no row of its own model (models_alike): a fresh process on an
-// H100/H200 that the shipped database answers compiles nothing.
+// sm90-modules.db (with dropout too for GAT, as bench/ship-modules.sh compiles them), and so do the
+// winners of other models that answer a zoo configuration with no row of its own model
+// (models_alike): a fresh process on an H100/H200 that the shipped database answers compiles nothing.
 TEST(Cli, ShippedModulesHoldEveryShippedWinner) {
   const fs::path tuning = fs::path(DFGNN_SOURCE_DIR) / "data/tuning";
   TempDir dir;

@@ -75,14 +75,19 @@ std::string schedule_of(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& 
   return text;
 }
 
-nlohmann::json explain(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op) {
+// Explain's entries for a direction: one per pass it runs (the backward's row and column passes).
+nlohmann::json explain_passes(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op, dfgnn_direction_t direction) {
   size_t length = 0;
-  EXPECT_EQ(dfgnnExplain(ctx, g, &op, DFGNN_FORWARD, nullptr, 0, &length), DFGNN_STATUS_SUCCESS)
+  EXPECT_EQ(dfgnnExplain(ctx, g, &op, direction, nullptr, 0, &length), DFGNN_STATUS_SUCCESS)
       << dfgnnGetLastErrorMessage();
   std::string text(length + 1, '\0');
-  dfgnnExplain(ctx, g, &op, DFGNN_FORWARD, text.data(), text.size(), &length);
+  dfgnnExplain(ctx, g, &op, direction, text.data(), text.size(), &length);
   text.resize(length);
-  return nlohmann::json::parse(text).at(0);
+  return nlohmann::json::parse(text);
+}
+
+nlohmann::json explain(dfgnn_context_t ctx, dfgnn_graph_t g, const dfgnn_op_t& op) {
+  return explain_passes(ctx, g, op, DFGNN_FORWARD).at(0);
 }
 
 dfgnn_fingerprint_t fingerprint_of(dfgnn_graph_t g) {
@@ -764,13 +769,8 @@ TEST(DispatchOrigin, ExplainNamesTheShippedLayerAndLevelForEveryZooConfiguration
     for (const dfgnn::test::ZooEntry& z : zoo) {
       const dfgnn_op_t op = z.op();
       for (dfgnn_direction_t direction : {DFGNN_FORWARD, DFGNN_BACKWARD}) {
-        size_t length = 0;
-        ASSERT_EQ(dfgnnExplain(ctx.get(), cora.get(), &op, direction, nullptr, 0, &length), DFGNN_STATUS_SUCCESS);
-        std::string text(length + 1, '\0');
-        dfgnnExplain(ctx.get(), cora.get(), &op, direction, text.data(), text.size(), &length);
-        text.resize(length);
-        const nlohmann::json passes = nlohmann::json::parse(text);
-        ASSERT_EQ(passes.size(), direction == DFGNN_FORWARD ? 1u : 2u) << text;
+        const nlohmann::json passes = explain_passes(ctx.get(), cora.get(), op, direction);
+        ASSERT_EQ(passes.size(), direction == DFGNN_FORWARD ? 1u : 2u) << passes.dump();
         for (const nlohmann::json& j : passes) {
           const std::string what = fmt::format("{} {} {}x{} {} on {}: {}", z.model, z.dtype, z.heads, z.dim,
                                                j.value("pass", "?"), gpu, j.dump());
