@@ -222,7 +222,8 @@ def load_databases(paths, env_class=None, names=None):
 def write_cases(cases, path, cap, sources):
     """The compact extract: schedule texts and fingerprints once, times within the cap to 4
     significant digits, measured-but-slower-than-the-cap schedules by index only."""
-    texts = sorted({s for c in cases for s in c["times"]})
+    # A case read from an extract names its slow schedules apart (they have no time): kept as such.
+    texts = sorted({s for c in cases for s in c["times"]} | {s for c in cases for s in c.get("slow", ())})
     index = {t: i for i, t in enumerate(texts)}
     fps, fp_index = [], {}
     out_cases = []
@@ -233,7 +234,7 @@ def write_cases(cases, path, cap, sources):
             fps.append(c["fp"])
         best = min(c["times"].values())
         kept = {s: float(f"{m:.4g}") for s, m in c["times"].items() if m <= best * cap or s == c["default"]}
-        slow = sorted(index[s] for s in c["times"] if s not in kept)
+        slow = sorted(index[s] for s in (set(c["times"]) - kept.keys()) | set(c.get("slow", ())))
         out_cases.append({"graph": c["graph"], "fp": fp_index[fp_key], "op": c["op"], "default": index[c["default"]],
                           "times": sorted([index[s], m] for s, m in kept.items()), "slow": slow,
                           "complete": c.get("complete")})
@@ -707,11 +708,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--db", nargs="+", help="tuning databases (SQLite)")
-    src.add_argument("--cases", help="a case extract written by --write-cases")
+    src.add_argument("--cases", nargs="+",
+                     help="a case extract written by --write-cases; several (sweeps of other op shapes or GPU "
+                          "classes) are pooled, and need --write-cases: the rule is fitted from that one file")
     ap.add_argument("--env-class", help="the GPU class to use when the databases hold several")
     ap.add_argument("--names-from", nargs="+", default=[],
                     help="dfgnn-tune --json reports (problems[].graph, nodes, edges) naming the graphs")
-    ap.add_argument("--write-cases", help="with --db: write the extract here (the rule is fitted from it)")
+    ap.add_argument("--write-cases", help="with --db, or several --cases: write the extract here (the rule is "
+                                          "fitted from it)")
     ap.add_argument("--rule", help="write the fitted rule here")
     ap.add_argument("--check", help="fit and compare with this committed rule; exit 1 if it differs")
     ap.add_argument("--report", help="write the validation as REPORT.md and REPORT.json")
@@ -735,8 +739,19 @@ def main(argv=None):
                 c["complete"] = complete.get(case_key(graph_label(c["fp"]), c["op"]))
             write_cases(cases, a.write_cases, params["regret_cap"], sources)
             cases_path = a.write_cases
+        elif len(a.cases) > 1:
+            if not a.write_cases:
+                raise FitError("several --cases need --write-cases (the rule is fitted from the pooled extract)")
+            pooled, sources, cap = [], [], None
+            for path in a.cases:
+                part, part_doc = read_cases(path)
+                pooled += part
+                sources += part_doc["sources"]
+                cap = part_doc["regret_cap"] if cap is None else min(cap, part_doc["regret_cap"])
+            write_cases(pooled, a.write_cases, cap, sources)
+            cases_path = a.write_cases
         else:
-            cases_path = a.cases
+            cases_path = a.cases[0]
         cases, doc = read_cases(cases_path)
         if doc["regret_cap"] < params["regret_cap"]:
             raise FitError(f"{cases_path} keeps times up to {doc['regret_cap']}x; --regret-cap must not exceed it")

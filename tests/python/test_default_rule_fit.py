@@ -215,6 +215,36 @@ def test_databases_to_extract_to_rule(fit, tmp_path):
     assert fit.main(["--cases", str(out), "--check", str(rule_path)]) == 1
 
 
+def test_extracts_of_other_sweeps_pool_into_one(fit, tmp_path, capsys):
+    """Sweeps of other op shapes (or GPU classes) pool: several extracts make one, case for case, slow
+    schedules kept by name, sources listed; the rule is then fitted from the pooled file."""
+    cases = synthetic_cases()
+    for c in cases[:4]:  # one schedule per case far past the cap (kept by name only)
+        slow = next(t for t in c["times"] if t != c["default"] and c["times"][t] > min(c["times"].values()))
+        c["times"][slow] *= 10
+    parts = []
+    for name, dim in (("a", 128), ("b", 64)):
+        db = tmp_path / f"{name}.db"
+        make_database(db, [c for c in cases if c["op"]["dim"] == dim])
+        parts.append(tmp_path / f"{name}.json")
+        assert fit.main(["--db", str(db), "--write-cases", str(parts[-1])]) == 0
+    whole = tmp_path / "whole.json"
+    make_database(tmp_path / "whole.db", cases)
+    assert fit.main(["--db", str(tmp_path / "whole.db"), "--write-cases", str(whole)]) == 0
+    pooled, rule = tmp_path / "pooled.json", tmp_path / "rule.json"
+    assert fit.main(["--cases", str(parts[0]), str(parts[1]), "--write-cases", str(pooled), "--rule", str(rule)]) == 0
+    got, doc = fit.read_cases(pooled)
+    want, _ = fit.read_cases(whole)
+    assert doc["sources"] == ["a.db", "b.db"]
+    key = lambda c: json.dumps(c, sort_keys=True, default=sorted)  # noqa: E731 (slow is a set)
+    assert sorted(map(key, got)) == sorted(map(key, want))
+    assert any(c["slow"] for c in got)  # slower than the cap: carried by name
+    assert fit.main(["--cases", str(pooled), "--check", str(rule)]) == 0
+    capsys.readouterr()
+    assert fit.main(["--cases", str(parts[0]), str(parts[1])]) == 2
+    assert "several --cases need --write-cases" in capsys.readouterr().err
+
+
 def test_bad_input_is_named(fit, tmp_path, capsys):
     assert fit.main(["--db", str(tmp_path / "missing.db"), "--write-cases", str(tmp_path / "c.json")]) == 2
     assert "missing.db: no such file" in capsys.readouterr().err
