@@ -8,6 +8,7 @@
 # Usage, on a device, from the repository root after `git apply bench/experiments/empty-run/limit.patch`:
 #   AB_CASES=/dev/null T_VERIFY=1 bash bench/shapes-gpu.sh OUT/q quick    # builds build-gpu's dfgnn-bench
 #   bash bench/experiments/empty-run/run.sh OUT/e ROUNDS 4 16 piece none  # the first variant is the base
+#   (CASES=FILE: other cases, in bench/ab-empty-rows.txt's format)
 # Then bench/experiments/empty-run/table.py OUT/e 4 16 piece none prints the medians and the ratios.
 set -uo pipefail
 out=$1 rounds=$2; shift 2; variants=("$@")
@@ -22,7 +23,7 @@ while IFS='|' read -r graph config sched; do
   read -r model heads dim <<< "$config"
   k=$((k + 1))
   echo "$k	$graph	$model $heads $dim	$sched" >> "$out/cases.tsv"
-done < bench/ab-empty-rows.txt
+done < "${CASES:-bench/ab-empty-rows.txt}"
 for r in $(seq 1 "$rounds"); do
   while IFS=$'\t' read -r k graph config sched; do
     read -r model heads dim <<< "$config"
