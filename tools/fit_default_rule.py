@@ -743,8 +743,18 @@ def main(argv=None):
             if not a.write_cases:
                 raise FitError("several --cases need --write-cases (the rule is fitted from the pooled extract)")
             pooled, sources, cap = [], [], None
+            seen, names = set(), {}  # case keys; graph name by fingerprint label
             for path in a.cases:
                 part, part_doc = read_cases(path)
+                for c in part:
+                    key = case_key(c["graph"], c["op"])
+                    if key in seen:  # it would weigh twice, and sit on both sides of a left-out graph
+                        raise FitError(f"{path}: the case {key} is also in an earlier extract (one sweep given twice?)")
+                    seen.add(key)
+                    label = graph_label(c["fp"])
+                    if names.setdefault(label, c["graph"]) != c["graph"]:
+                        raise FitError(f"{path}: graph {label} is named {c['graph']} here and {names[label]} in an "
+                                       "earlier extract (name both with --names-from)")
                 pooled += part
                 sources += part_doc["sources"]
                 cap = part_doc["regret_cap"] if cap is None else min(cap, part_doc["regret_cap"])

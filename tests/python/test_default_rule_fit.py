@@ -243,6 +243,16 @@ def test_extracts_of_other_sweeps_pool_into_one(fit, tmp_path, capsys):
     capsys.readouterr()
     assert fit.main(["--cases", str(parts[0]), str(parts[1])]) == 2
     assert "several --cases need --write-cases" in capsys.readouterr().err
+    # one sweep twice would weigh double, and one graph under two names would sit on both sides of the
+    # leave-one-graph-out validation: both refused
+    assert fit.main(["--cases", str(parts[0]), str(parts[0]), "--write-cases", str(tmp_path / "x.json")]) == 2
+    assert "also in an earlier extract" in capsys.readouterr().err
+    renamed = json.loads(parts[1].read_text())
+    for c in renamed["cases"]:
+        c["graph"] = "other-" + c["graph"]
+    parts[1].write_text(json.dumps(renamed))
+    assert fit.main(["--cases", str(parts[0]), str(parts[1]), "--write-cases", str(tmp_path / "x.json")]) == 2
+    assert "named other-" in capsys.readouterr().err
 
 
 def test_bad_input_is_named(fit, tmp_path, capsys):
