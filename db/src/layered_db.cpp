@@ -339,17 +339,13 @@ TuningDb* LayeredDb::user_layer(bool create) {
   if (TuningDb* db = user_.load(std::memory_order_relaxed)) return db;
   if (user_unusable_) return nullptr;
   std::error_code ec;
-  if (!create && !fs::exists(user_path_, ec)) return nullptr;  // a stat per read until it exists
+  if (!create && !fs::exists(user_path_, ec) && !ec) return nullptr;  // a stat per read until it exists
   try {
     user_owned_ = TuningDb::open_user(user_path_, user_options_);
     user_identity_ = file_identity(user_path_);
     user_.store(user_owned_.get(), std::memory_order_release);
     return user_owned_.get();
   } catch (const std::exception& e) {
-    if (!create) {  // a read that found another process's new file (maybe still being made): try again later
-      detail::log_debug("user database {} not read yet: {}", user_path_.string(), e.what());
-      return nullptr;
-    }
     user_unusable_ = true;
     user_open_error_ = e.what();
     no_user_reason_ = std::string("the user database is unusable: ") + e.what();

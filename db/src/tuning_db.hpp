@@ -483,9 +483,7 @@ class LayeredDb {
   // The winner policy of Options::db: also the band by which a reader ties a row's candidates.
   const WinnerPolicy& policy() const { return policy_; }
 
-  // Every layer that was asked for, in priority order, and whether it is read, as judged at
-  // construction: a user database whose file does not exist yet is listed as used (it is read once
-  // it exists, and created by the first write, whose error says why if it cannot be).
+  // Every layer that was asked for, in priority order, and whether it is read.
   struct LayerInfo {
     LayerKind kind = LayerKind::Site;
     std::filesystem::path path;

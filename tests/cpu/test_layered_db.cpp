@@ -501,13 +501,6 @@ TEST(LayeredDb, UserDatabaseIsCreatedByTheFirstWriteNotByReads) {
   EXPECT_FALSE(fs::exists(user));
   EXPECT_FALSE(fs::exists(dir / "cache"));
 
-  // a file that cannot be read yet (another process mid-way, say) is passed over by reads, not given up on
-  fs::create_directories(dir / "cache");
-  write_bytes(user, std::string(3000, 'g'));
-  EXPECT_EQ(reader.find_exact(h200(), op_gat(), fp_hash(1))->layer, "site");
-  EXPECT_EQ(read_bytes(user), std::string(3000, 'g'));  // untouched
-  fs::remove(user);
-
   {  // another process creates it and writes: the reader sees its rows at the next lookup
     LayeredDb writer(options);
     writer.put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(16), 0.5)}));
@@ -519,8 +512,6 @@ TEST(LayeredDb, UserDatabaseIsCreatedByTheFirstWriteNotByReads) {
   EXPECT_EQ(mine->layer, "user");
   EXPECT_EQ(mine->schedule, sched(16));
   EXPECT_TRUE(reader.get_module("m"));
-  reader.put_result(make_run(h200(), op_gat(), 5, {cand(sched(32), 1)}));  // and it writes there
-  EXPECT_EQ(reader.find_exact(h200(), op_gat(), fp_hash(5))->layer, "user");
 
   // the first write of a process that found no file creates it, directories included
   const fs::path fresh = dir / "other" / "nested" / "tuning.db";
