@@ -54,7 +54,6 @@
 #include "db_error.hpp"
 #include "stats.hpp"
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -472,11 +471,7 @@ class LayeredDb {
   explicit LayeredDb(Options options);
   LayeredDb() : LayeredDb(Options()) {}
 
-  // The user database, for writing: created (with its directories) here if it does not exist yet.
-  // Null when there is none or it cannot be used (the reason is what a write throws). Reads do not
-  // create it: a process that only reads (shipped answers and modules) leaves no file behind, and
-  // its first call skips the file's creation (about 3 ms on an H100 host).
-  TuningDb* user() { return user_layer(true); }
+  TuningDb* user() { return user_.get(); }  // null when there is no usable user database
   const std::vector<std::unique_ptr<TuningDb>>& sites() const { return sites_; }
   const std::vector<std::unique_ptr<TuningDb>>& shipped() const { return shipped_; }
   const std::vector<std::string>& open_errors() const { return open_errors_; }
@@ -524,24 +519,13 @@ class LayeredDb {
   void open_read_only_layer(const std::filesystem::path& path, LayerKind kind,
                             const std::optional<EnvironmentInfo>& environment, const TuningDb::Options& db);
 
-  // The user layer, opened at construction when its file exists, else at the first write (or the
-  // first read after another process created it): with create, or once the file exists.
-  TuningDb* user_layer(bool create);
-  TuningDb& writable_user();  // user_layer(true), else DATABASE_ERROR saying why there is none
-  std::filesystem::path user_path_;  // empty: no user database
-  TuningDb::Options user_options_;
-  std::mutex user_mutex_;                  // guards the opening and the three below
-  std::unique_ptr<TuningDb> user_owned_;
-  std::string user_identity_;              // its file identity (see identity_), set before user_ is
-  bool user_unusable_ = false;             // an open failed: no second try in this object
-  std::string user_open_error_;            // that failure's message
-  std::atomic<TuningDb*> user_{nullptr};   // published last: readers then see user_identity_
+  std::unique_ptr<TuningDb> user_;
   std::vector<std::unique_ptr<TuningDb>> sites_;
   std::vector<std::unique_ptr<TuningDb>> shipped_;
   std::vector<LayerInfo> layers_;
   std::vector<std::string> open_errors_;
   WinnerPolicy policy_;
-  std::string no_user_reason_;  // guarded by user_mutex_
+  std::string no_user_reason_;
   std::mutex failed_mutex_;
   std::vector<const TuningDb*> failed_;  // read-only layers dropped after a failing read, damaged ones
   // Each opened layer's file identity (device, inode, size, time), by which a damaged file is
