@@ -594,7 +594,7 @@ int cmd_layers(const fs::path& user, const std::vector<fs::path>& sites) {
   };
   std::error_code ec;
   if (!fs::exists(user, ec)) {
-    say("user     {}: absent (created by the first tuning run)", user.string());
+    say("user     {}: absent (created by the first write: a tuning result or a compiled module)", user.string());
   } else {
     try {
       auto db = TuningDb::open_read_only(user, db_options());

@@ -308,16 +308,16 @@ LayeredDb::LayeredDb(Options options) : policy_(options.db.policy) {
       no_user_reason_ = "no user database: none of DFGNN_CACHE_DIR, XDG_CACHE_HOME, HOME is set";
   }
   if (!user_path.empty()) {
-    LayerInfo info{LayerKind::User, user_path, false, {}, {}};
-    try {
-      user_ = TuningDb::open_user(user_path, options.db);
-      identity_[user_.get()] = file_identity(user_path);
-      info.used = true;
-    } catch (const std::exception& e) {
-      no_user_reason_ = std::string("the user database is unusable: ") + e.what();
-      info.reason = e.what();
-      open_errors_.push_back(e.what());
-      log_warn("{}; tuning results will not be saved", no_user_reason_);
+    user_path_ = user_path;
+    user_options_ = options.db;
+    LayerInfo info{LayerKind::User, user_path, true, {}, {}};
+    std::error_code ec;
+    if (fs::exists(user_path, ec) || ec) {  // an existing file is judged now, as before any write
+      if (user_layer(true) == nullptr) {
+        info.used = false;
+        info.reason = user_open_error_;
+        open_errors_.push_back(user_open_error_);
+      }
     }
     layers_.push_back(std::move(info));
   }
@@ -332,12 +332,39 @@ LayeredDb::LayeredDb(Options options) : policy_(options.db.policy) {
   }
 }
 
+TuningDb* LayeredDb::user_layer(bool create) {
+  if (TuningDb* db = user_.load(std::memory_order_acquire)) return db;
+  if (user_path_.empty()) return nullptr;
+  std::lock_guard lock(user_mutex_);
+  if (TuningDb* db = user_.load(std::memory_order_relaxed)) return db;
+  if (user_unusable_) return nullptr;
+  std::error_code ec;
+  if (!create && !fs::exists(user_path_, ec)) return nullptr;  // a stat per read until it exists
+  try {
+    user_owned_ = TuningDb::open_user(user_path_, user_options_);
+    user_identity_ = file_identity(user_path_);
+    user_.store(user_owned_.get(), std::memory_order_release);
+    return user_owned_.get();
+  } catch (const std::exception& e) {
+    if (!create) {  // a read that found another process's new file (maybe still being made): try again later
+      detail::log_debug("user database {} not read yet: {}", user_path_.string(), e.what());
+      return nullptr;
+    }
+    user_unusable_ = true;
+    user_open_error_ = e.what();
+    no_user_reason_ = std::string("the user database is unusable: ") + e.what();
+    log_warn("{}; tuning results will not be saved", no_user_reason_);
+    return nullptr;
+  }
+}
+
 template <typename F>
 void LayeredDb::each_layer(const char* what, bool results, F&& f) {
   auto visit = [&](TuningDb& db, LayerKind kind) {
     if (results && results_free_.count(&db) > 0) return false;
     const auto known = identity_.find(&db);  // filled in by the constructor: read-only here
-    const std::string identity = known != identity_.end() ? known->second : std::string();
+    const std::string identity = kind == LayerKind::User ? user_identity_  // set before the layer was published
+                                 : known != identity_.end() ? known->second : std::string();
     {
       std::lock_guard lock(failed_mutex_);
       if (std::find(failed_.begin(), failed_.end(), &db) != failed_.end()) return false;
@@ -370,7 +397,7 @@ void LayeredDb::each_layer(const char* what, bool results, F&& f) {
       return false;
     }
   };
-  if (user_ != nullptr && visit(*user_, LayerKind::User)) return;
+  if (TuningDb* user = user_layer(false); user != nullptr && visit(*user, LayerKind::User)) return;
   for (const auto& site : sites_)
     if (visit(*site, LayerKind::Site)) return;
   for (const auto& file : shipped_)
@@ -454,14 +481,18 @@ std::vector<CandidateStat> LayeredDb::pooled_candidates(const TuningResult& row)
   return out;
 }
 
+TuningDb& LayeredDb::writable_user() {
+  if (TuningDb* db = user_layer(true)) return *db;
+  std::lock_guard lock(user_mutex_);
+  throw DbError(ErrorKind::Other, no_user_reason_);
+}
+
 std::optional<TuningResult> LayeredDb::put_result(const TuningRun& run) {
-  if (!user_) throw DbError(ErrorKind::Other, no_user_reason_);
-  return user_->put_result(run);
+  return writable_user().put_result(run);
 }
 
 void LayeredDb::put_module(const ModuleRecord& module) {
-  if (!user_) throw DbError(ErrorKind::Other, no_user_reason_);
-  user_->put_module(module);
+  writable_user().put_module(module);
 }
 
 }  // namespace dfgnn::db

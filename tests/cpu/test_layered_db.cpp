@@ -476,4 +476,72 @@ TEST(LayeredDb, UnusableLayersAreSkippedAndKept) {
   EXPECT_TRUE(contains(expect_error([&] { empty.put_module(ModuleRecord{}); }).what(), "disabled"));
 }
 
+TEST(LayeredDb, UserDatabaseIsCreatedByTheFirstWriteNotByReads) {
+  // A process that only reads (shipped answers, shipped modules) leaves no file behind and skips
+  // its creation; another process's file is read once it appears; the first write creates it.
+  TempDir dir;
+  {
+    auto site = TuningDb::open_user(dir / "site-src.db");
+    site->put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(4), 0.5)}));
+    site->export_to(dir / "site.db");
+  }
+  const fs::path user = dir / "cache" / "tuning.db";
+  LayeredDb::Options options;
+  options.user_path = user;
+  options.site_paths = std::vector<fs::path>{dir / "site.db"};
+  options.shipped_paths = std::vector<fs::path>{};
+  LayeredDb reader(options);
+  EXPECT_TRUE(reader.open_errors().empty());
+  ASSERT_EQ(reader.layers().size(), 2u);
+  EXPECT_EQ(reader.layers()[0].kind, dfgnn::db::LayerKind::User);
+  EXPECT_TRUE(reader.layers()[0].used);
+  EXPECT_EQ(reader.find_exact(h200(), op_gat(), fp_hash(1))->layer, "site");
+  EXPECT_EQ(reader.candidates_for(h200(), op_gat()).size(), 1u);
+  EXPECT_FALSE(reader.get_module("m"));
+  EXPECT_FALSE(fs::exists(user));
+  EXPECT_FALSE(fs::exists(dir / "cache"));
+
+  // a file that cannot be read yet (another process mid-way, say) is passed over by reads, not given up on
+  fs::create_directories(dir / "cache");
+  write_bytes(user, std::string(3000, 'g'));
+  EXPECT_EQ(reader.find_exact(h200(), op_gat(), fp_hash(1))->layer, "site");
+  EXPECT_EQ(read_bytes(user), std::string(3000, 'g'));  // untouched
+  fs::remove(user);
+
+  {  // another process creates it and writes: the reader sees its rows at the next lookup
+    LayeredDb writer(options);
+    writer.put_result(make_run(h200(), op_gat(), 1, {cand(sched(32), 1), cand(sched(16), 0.5)}));
+    writer.put_module(ModuleRecord{"m", std::vector<char>(4, 'u'), {"n"}, {"l"}, 90, 1, "t-hash-1", 0});
+  }
+  ASSERT_TRUE(fs::exists(user));
+  const auto mine = reader.find_exact(h200(), op_gat(), fp_hash(1));
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(mine->layer, "user");
+  EXPECT_EQ(mine->schedule, sched(16));
+  EXPECT_TRUE(reader.get_module("m"));
+  reader.put_result(make_run(h200(), op_gat(), 5, {cand(sched(32), 1)}));  // and it writes there
+  EXPECT_EQ(reader.find_exact(h200(), op_gat(), fp_hash(5))->layer, "user");
+
+  // the first write of a process that found no file creates it, directories included
+  const fs::path fresh = dir / "other" / "nested" / "tuning.db";
+  options.user_path = fresh;
+  LayeredDb first(options);
+  EXPECT_FALSE(fs::exists(fresh));
+  first.put_result(make_run(h200(), op_gat(), 2, {cand(sched(32), 1)}));
+  EXPECT_TRUE(fs::exists(fresh));
+  EXPECT_EQ(first.find_exact(h200(), op_gat(), fp_hash(2))->layer, "user");
+
+  // a path where no file can be created: reads answer from the other layers, the write says why
+  write_bytes(dir / "blocker", "x");
+  options.user_path = dir / "blocker" / "tuning.db";  // under a regular file
+  LayeredDb blocked(options);
+  EXPECT_TRUE(blocked.open_errors().empty());
+  EXPECT_EQ(blocked.find_exact(h200(), op_gat(), fp_hash(1))->layer, "site");
+  const auto e = expect_error([&] { blocked.put_result(make_run(h200(), op_gat(), 3, {cand(sched(32), 1)})); });
+  EXPECT_EQ(dfgnn::db_status(e), DFGNN_STATUS_DATABASE_ERROR);
+  EXPECT_TRUE(contains(e.what(), "unusable")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "blocker")) << e.what();
+  EXPECT_EQ(blocked.user(), nullptr);
+}
+
 }  // namespace

@@ -29,15 +29,40 @@ def fingerprint_hash(text):
     return xxhash.xxh64(text.encode()).hexdigest()
 
 
+def empty_tuning_db(path):
+    """An empty database of the library's schema: the shipped database's tables, indexes and schema
+    pragmas, without rows. (The library creates a user database at its first write, a tuning result or
+    a compiled module, and neither happens without a GPU.)"""
+    shipped = sqlite3.connect(f"file:{REPO / 'data' / 'tuning' / 'sm90.db'}?mode=ro", uri=True)
+    try:
+        ddl = [sql for (sql,) in shipped.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND "
+                                                 "name NOT LIKE 'sqlite_%' ORDER BY rowid")]
+        pragmas = {p: shipped.execute(f"PRAGMA {p}").fetchone()[0] for p in ("user_version", "application_id")}
+    finally:
+        shipped.close()
+    assert ddl and pragmas["user_version"] > 0, "the shipped database has no schema"
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")  # as the library makes a user database
+        for sql in ddl:
+            conn.execute(sql)
+        for p, v in pragmas.items():
+            conn.execute(f"PRAGMA {p} = {int(v)}")
+        conn.commit()
+    finally:
+        conn.close()
+    return path
+
+
 def make_site_db(path, graphs, op, medians=None):
-    """A small, valid tuning database: the schema made by the library (a context opening it as its user
-    database), rows written by SQL as dfgnn-tune would store them: for each graph and pass, one run
-    with three real candidate schedules, the winner the lowest median. medians(graph_index, pass, k)
-    gives candidate k's median (default: 1 + k/10, so candidate 0 wins)."""
+    """A small, valid tuning database: the library's schema (empty_tuning_db), rows written by SQL as
+    dfgnn-tune would store them: for each graph and pass, one run with three real candidate schedules,
+    the winner the lowest median. medians(graph_index, pass, k) gives candidate k's median (default:
+    1 + k/10, so candidate 0 wins)."""
     medians = medians or (lambda gi, p, k: 1.0 + k / 10)
+    empty_tuning_db(path)
     ctx = dfgnn.Context()
     dfgnn.set_database(user=path, sites=[], context=ctx)
-    dfgnn.explain(graphs[0], op, context=ctx)  # opens (creates) the database
     variant = 16 // {"float32": 4, "float16": 2, "bfloat16": 2}[str(op.dtype).split(".")[-1].lower()]
     conn = sqlite3.connect(path)
     env = ("NVIDIA H200|sm_90|132", "t" * 16, dfgnn.library_version())

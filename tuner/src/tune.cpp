@@ -372,6 +372,9 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   }
   PassMeasurer measurer(ctx, graph, op, pass, defaults, texts);
   const std::shared_ptr<db::LayeredDb> layers = ctx.dispatcher.database();
+  // The user database now, not after the budget is spent: it is created here if missing, and one that
+  // cannot be is reported (logged once, with its reason) before any tuning time goes.
+  if (layers != nullptr) layers->user();
   tuner::SearchOptions options;
   options.budget_s = budget_s;
   options.prepare_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 9u)) - 1;
@@ -396,9 +399,9 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   }
   if (run.candidates.empty()) {
     t.store_error = "no candidate was measured";
-  } else if (layers == nullptr || layers->user() == nullptr) {
+  } else if (layers == nullptr) {
     t.store_error = "no writable tuning database (see dfgnnSetDatabase / DFGNN_CACHE_DIR)";
-  } else {
+  } else {  // put_result names why there is no user database, if there is none
     try {
       layers->put_result(run);
       t.stored = true;
