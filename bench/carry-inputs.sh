@@ -32,7 +32,8 @@ for w in "${what[@]}"; do
     bench-data)
       need_datasets
       mkdir -p .bench-data
-      for g in ${BENCH_GRAPHS:-cora citeseer pubmed mesh-mdual blogcatalog cora-linqs-directed wiki-chameleon tu-ENZYMES}; do
+      for g in ${BENCH_GRAPHS:-cora citeseer pubmed mesh-mdual blogcatalog cora-linqs-directed wiki-chameleon tu-ENZYMES \
+          snap-p2p-Gnutella08 snap-email-Eu-core roget-thesaurus celegans-neural}; do
         [ -d "$datasets/$g" ] || { echo "carry-inputs: no dataset $g in $datasets" >&2; exit 1; }
         rm -rf ".bench-data/$g" && cp -r "$datasets/$g" .bench-data/
       done
