@@ -5,6 +5,8 @@
 # to the working tree and never committed, reads the limit per process from DFGNN_EXP_EMPTY_RUN (a number
 # of rows, "piece": the block's edges over its lane groups, "none": no cut), so one build times every
 # variant, interleaved, on bench/ab-empty-rows.txt's cases with dfgnn-bench (CUDA events).
+# Result (bench/results/2026-12-07c-h100.md): a longer limit wins 1.1-1.4% on R-MAT 2^20 and loses up to
+# 1.7x on batched small graphs (tu-ENZYMES); the limit stays 4.
 # Usage, on a device, from the repository root after `git apply bench/experiments/empty-run/limit.patch`:
 #   AB_CASES=/dev/null T_VERIFY=1 bash bench/shapes-gpu.sh OUT/q quick    # builds build-gpu's dfgnn-bench
 #   bash bench/experiments/empty-run/run.sh OUT/e ROUNDS 4 16 piece none  # the first variant is the base
