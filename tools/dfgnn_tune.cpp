@@ -534,6 +534,9 @@ std::string describe_tuning(const json& report) {
     out += fmt::format("    measured   {} candidates, {} timings in {:.1f} s{}\n", pass.value("candidates", json(0)).dump(),
                        pass.value("timings", json(0)).dump(), num(pass, "elapsed_s"),
                        pass.value("budget_exhausted", false) ? " (budget exhausted)" : "");
+    if (pass.contains("compile_wait_s"))
+      out += fmt::format("    compiles   {:.1f} s of it waiting on them ({} compile threads)\n", num(pass, "compile_wait_s"),
+                         pass.value("compile_threads", json(0)).dump());
     if (const std::string why = str(pass, "reason"); !why.empty()) out += fmt::format("    why        {}\n", why);
     if (!pass.value("stored", false))
       out += fmt::format("    NOT STORED in the database: {}\n", str(pass, "store_error"));

@@ -2,6 +2,7 @@
 // true costs, seeded multiplicative noise, a fake clock advanced by every measurer call. Fully
 // deterministic except the prepare-thread test, which checks ordering, not timing.
 #include "search.hpp"
+#include "tune.hpp"
 #include "stats.hpp"
 #include "dispatch.hpp"
 #include "tuning_db.hpp"
@@ -87,6 +88,7 @@ class FakeMeasurer : public Measurer {
   std::map<std::size_t, std::string> wrong, prepare_throws, verify_throws, warmup_throws;
   std::map<std::size_t, std::pair<int, std::string>> time_throws;  // throw on the k-th time call (1-based)
   double prepare_sleep_ms = 0.0;
+  double prepare_cost_ms = 0.0;  // advances the fake clock: inline prepares only (the calling thread's clock)
   double verify_sleep_ms = 0.0;  // real sleep (for the thread test)
   std::set<std::size_t> meet;    // their prepares wait (up to 2 s) until two of them run at once
 
@@ -119,6 +121,7 @@ class FakeMeasurer : public Measurer {
     }
     if (prepare_sleep_ms > 0)
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(prepare_sleep_ms));
+    if (prepare_cost_ms > 0) advance(prepare_cost_ms);
     {
       std::lock_guard lock(mutex);
       prepare_end[i] = real_now();
@@ -739,6 +742,58 @@ TEST(TunerSearch, PrepareInlineWithoutThreads) {
   EXPECT_EQ(r.prepares, 3u);
   for (const auto& [i, id] : m.prepare_thread) EXPECT_EQ(id, std::this_thread::get_id());
   EXPECT_EQ(r.winner_index, 1u);
+}
+
+// The compile share: inline, every prepare's time is time the race waits, to the fake clock's tick.
+TEST(TunerSearch, InlinePreparesAreAllWaitedFor) {
+  std::vector<double> costs = {1.0, 0.9, 1.1, 1.3};
+  FakeMeasurer m(costs, 3);
+  m.prepare_cost_ms = 40.0;
+  const SearchResult r = search(make_candidates(costs.size(), 0), m, options_for(m, 0));
+  ASSERT_TRUE(r.found);
+  EXPECT_NEAR(r.prepare_wait_s, 4 * 0.040, 1e-12);
+  EXPECT_NEAR(r.elapsed_s, m.now_ms / 1000.0, 1e-12);
+  EXPECT_GT(r.elapsed_s, r.prepare_wait_s);  // the measurements are the rest
+}
+
+// On threads the compiles run ahead while earlier candidates are measured, so the race waits for
+// far less than their sum (real sleeps, real clock: bounds with a wide margin).
+TEST(TunerSearch, PreparesAheadAreMostlyNotWaitedFor) {
+  const std::size_t n = 8;
+  const auto waited = [&](int threads) {
+    FakeMeasurer m(std::vector<double>(n, 1.0), 3);
+    m.prepare_sleep_ms = 30.0;
+    m.verify_sleep_ms = 30.0;
+    SearchOptions o = options_for(m, threads);
+    o.clock = nullptr;  // the steady clock: the sleeps are the time
+    const SearchResult r = search(make_candidates(n, 0), m, o);
+    EXPECT_TRUE(r.found);
+    EXPECT_LE(r.prepare_wait_s, r.elapsed_s);
+    return r.prepare_wait_s;
+  };
+  const double inline_s = waited(0), ahead_s = waited(3);
+  EXPECT_GE(inline_s, n * 0.030 * 0.9);  // every sleep, waited for in turn
+  EXPECT_GE(ahead_s, 0.030 * 0.5);       // the default's compile, nothing ran ahead of it
+  EXPECT_LT(ahead_s, 0.5 * inline_s);
+}
+
+TEST(TunerSearch, CompileThreadsFromTheEnvironment) {
+  const char* saved = std::getenv("DFGNN_TUNE_COMPILE_THREADS");
+  const std::string keep = saved != nullptr ? saved : "";
+  unsetenv("DFGNN_TUNE_COMPILE_THREADS");
+  const int cores = compile_threads();
+  EXPECT_GE(cores, 1);
+  EXPECT_LE(cores, 8);
+  for (const auto& [text, want] : std::vector<std::pair<const char*, int>>{{"0", 0}, {"3", 3}, {"64", 64}}) {
+    setenv("DFGNN_TUNE_COMPILE_THREADS", text, 1);
+    EXPECT_EQ(compile_threads(), want) << text;
+  }
+  for (const char* bad : {"-1", "65", "2.5", "two", "", "4 threads"}) {  // logged, then the default
+    setenv("DFGNN_TUNE_COMPILE_THREADS", bad, 1);
+    EXPECT_EQ(compile_threads(), cores) << "'" << bad << "'";
+  }
+  if (saved != nullptr) setenv("DFGNN_TUNE_COMPILE_THREADS", keep.c_str(), 1);
+  else unsetenv("DFGNN_TUNE_COMPILE_THREADS");
 }
 
 // One winner policy: the database, recomputing a problem's winner from the statistics the tuner

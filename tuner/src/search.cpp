@@ -258,7 +258,9 @@ void Race::screen() {
   PreparePool pool(measurer_, candidates_, order_, options_.prepare_threads, options_.prepare_ahead);
   for (std::size_t pos = 0; pos < order_.size(); ++pos)
     if (!screen_candidate(pool, pos)) break;
-  pool.stop();
+  const double stopping = clock_();
+  pool.stop();  // the compiles in flight are waited for: part of the compile share too
+  result_.prepare_wait_s += clock_() - stopping;
   result_.prepares = pool.started();
   result_.rounds = 1;
   if (!result_.budget_exhausted) eliminate(0);
@@ -269,7 +271,9 @@ bool Race::screen_candidate(PreparePool& pool, std::size_t pos) {
   const std::size_t i = order_[pos];
   const std::string& text = candidates_[i].text;
   if (out_of_budget()) return false;
+  const double waiting = clock_();
   const PreparePool::Outcome prepared = pool.wait(pos);
+  result_.prepare_wait_s += clock_() - waiting;
   if (!prepared.ok) {
     fail(i, Stage::Prepare, prepared.error);
     return true;

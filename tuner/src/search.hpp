@@ -201,6 +201,9 @@ struct SearchResult {
   std::size_t timings = 0;        // time calls
   int rounds = 0;                 // rounds run, counting the screening round
   double elapsed_s = 0.0;         // by the search's clock
+  // Of elapsed_s, the time the race stood waiting for prepares (compiles): every prepare's whole
+  // time when they run inline, only what the pool had not finished ahead otherwise.
+  double prepare_wait_s = 0.0;
   bool budget_exhausted = false;  // stopped because the budget was spent
 
   // One line: "fastest by 12.3% over default", "tied with default within 2.2% ('x' was 1.0%

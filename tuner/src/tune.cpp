@@ -4,6 +4,7 @@
 #include "cuda.hpp"
 #include "default_rule.hpp"
 #include "dispatch.hpp"
+#include "env_number.hpp"
 #include "error.hpp"
 #include "graph.hpp"
 #include "logging.hpp"
@@ -16,10 +17,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <thread>
 
 namespace dfgnn {
+
+int compile_threads() {
+  const int cores = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 9u)) - 1;
+  const char* v = std::getenv("DFGNN_TUNE_COMPILE_THREADS");
+  if (v == nullptr) return cores;
+  const std::optional<double> n = parse_env_number(v);
+  if (n && *n >= 0 && *n <= 64 && *n == std::floor(*n)) return static_cast<int>(*n);
+  log().warn("DFGNN_TUNE_COMPILE_THREADS='{}' is not a whole number from 0 to 64; using {}", v, cores);
+  return cores;
+}
+
 namespace {
 
 const char* element_name(dfgnn_dtype_t t) {
@@ -377,11 +390,12 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   if (layers != nullptr) layers->user();
   tuner::SearchOptions options;
   options.budget_s = budget_s;
-  options.prepare_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 9u)) - 1;
+  options.prepare_threads = compile_threads();
   if (layers != nullptr) options.tie = layers->policy().tie;  // the band the database recomputes the winner by
 
   PassTuning t;
   t.pass = pass;
+  t.compile_threads = options.prepare_threads;
   t.search = tuner::search(candidates, measurer, options);
   t.winner = t.search.found ? parse_schedule(t.search.winner) : default_s;
   for (const auto& [text, r] : measurer.regimes())
@@ -428,6 +442,8 @@ std::string describe(const PassTuning& t, bool with_timed) {
   j["candidates"] = r.candidates.size();
   j["timings"] = r.timings;
   j["elapsed_s"] = r.elapsed_s;
+  j["compile_wait_s"] = r.prepare_wait_s;
+  j["compile_threads"] = t.compile_threads;
   j["budget_exhausted"] = r.budget_exhausted;
   j["default_failed"] = r.default_failed;
   j["stored"] = t.stored;

@@ -28,9 +28,15 @@ struct PassTuning {
     double isolated_ms = 0.0, gpu_ms = 0.0;
   };
   std::map<std::string, Regimes> regimes;
+  int compile_threads = 0;    // threads compiling candidates ahead of the race (0: inline)
   bool stored = false;        // written to the user database
   std::string store_error;    // why not, when !stored
 };
+
+// Threads compiling candidates ahead of the race: one less than the cores, 1 to 8, unless
+// DFGNN_TUNE_COMPILE_THREADS says (0: each compile inline, when the race reaches its candidate;
+// anything but a whole number from 0 to 64 is logged and ignored).
+int compile_threads();
 
 // Tunes one pass within budget_s seconds. Throws NO_DEVICE without a GPU.
 PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec,
