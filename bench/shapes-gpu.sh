@@ -32,6 +32,10 @@
 #           bench/op_overhead.py --no-pyg --no-compile for each, alternating, HOST_AB_ROUNDS (3) rounds, after
 #           prepare (this tree's package); the table is OUTDIR/host-ab.md
 #   cold    bench/cold_start.py with SHAPES_ARGS (writes OUTDIR/<date>-cold-start.{json,md})
+#   tune-share  issue 25: dfgnn-tune's wall time and compile share (its reports' compile_wait_s of elapsed_s),
+#           compiles inline (DFGNN_TUNE_COMPILE_THREADS=0) against ahead on threads (the default), alternating,
+#           TUNE_SHARE_ROUNDS (1) rounds, each into a fresh database: dfgnn-tune with TUNE_SHARE_ARGS (default
+#           R-MAT 2^20, GT 4x64, both directions, budget 20 s); after prepare or check; OUTDIR/tune-share.md
 #   reorder bench/reorder_bench.py with SHAPES_ARGS (issue 28: node orders, narrow storage, training epochs)
 #   bytes   the same script's bytes section under ncu (DRAM bytes per pass against compulsory bytes)
 # Environment: DATASETS (default .bench-data), T_TESTS (seconds for gpu-check, default 420).
@@ -288,6 +292,37 @@ case $phase in
         { tail -5 "$out/ncu-$v-run.log"; exit 1; }
     done
     python3 bench/ab_kernels.py "$out/ncu-base.csv" "$out/ncu-new.csv" --json "$out/ab-kernels.json" | tee "$out/ab-kernels.md"
+    ;;
+  tune-share)
+    args=${TUNE_SHARE_ARGS:-"--rmat 20 --model transformer --heads 4 --dim 64 --direction both --budget 20"}
+    for r in $(seq 1 "${TUNE_SHARE_ROUNDS:-1}"); do
+      order="0 ahead"; [ $((r % 2)) = 0 ] && order="ahead 0"
+      for t in $order; do
+        rm -f "$out/share-$r-$t.db"*
+        start=$SECONDS
+        ( [ $t = 0 ] && export DFGNN_TUNE_COMPILE_THREADS=0
+          build-gpu/tools/dfgnn-tune $args --db "$out/share-$r-$t.db" --json "$out/share-$r-$t.json" ) \
+          > "$out/share-$r-$t.log" 2>&1 || { tail -5 "$out/share-$r-$t.log"; exit 1; }
+        echo "round $r, compile threads $t: $((SECONDS - start)) s"
+      done
+    done
+    python3 - "$out" <<'PY' | tee "$out/tune-share.md"
+import glob, json, os, sys
+def passes(x):  # every pass report (a dict with compile_wait_s) anywhere in dfgnn-tune's JSON
+    if isinstance(x, dict):
+        if "compile_wait_s" in x: yield x
+        for v in x.values(): yield from passes(v)
+    elif isinstance(x, list):
+        for v in x: yield from passes(v)
+print("| round | compile threads | passes | tuning s | waiting on compiles s | compile share |")
+print("|---|---|---:|---:|---:|---:|")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "share-*.json"))):
+    _, r, t = os.path.basename(f)[:-5].split("-")
+    ps = list(passes(json.load(open(f))))
+    el, wait = sum(p["elapsed_s"] for p in ps), sum(p["compile_wait_s"] for p in ps)
+    threads = sorted({p["compile_threads"] for p in ps})
+    print(f"| {r} | {','.join(map(str, threads))} | {len(ps)} | {el:.1f} | {wait:.1f} | {wait / el if el else 0:.1%} |")
+PY
     ;;
   host-ab)
     base=/tmp/dfgnn-host-ab
