@@ -1,6 +1,6 @@
 // The tuner's search protocol (tuner/src/search.hpp) driven by a fake measurer: per-candidate
 // true costs, seeded multiplicative noise, a fake clock advanced by every measurer call. Fully
-// deterministic except the prepare-thread test, which checks ordering, not timing.
+// deterministic except the prepare-thread tests, which check ordering and bounds, not exact timing.
 #include "search.hpp"
 #include "tune.hpp"
 #include "stats.hpp"
