@@ -114,7 +114,8 @@ def merge_and_export(databases, out, *, merged=None):
     database ``merged`` (default: a temporary file beside ``out``, removed afterwards) and writes
     one site snapshot to ``out`` (``dfgnn-db export``: atomic, so ``out`` is never half-written).
     Missing files are skipped and listed: a rank's database is created by its first stored result, so a
-    rank that died before it, or whose every tuning call failed, has none. None present is an error. Returns a dict: out, merged, missing, and the tool's lines."""
+    rank that died before it, or whose every tuning call failed, has none. None present is an error.
+    Returns a dict: out, merged, missing, and the tool's lines."""
     out = Path(os.fspath(out))
     present = [Path(os.fspath(d)) for d in databases if Path(os.fspath(d)).is_file()]
     missing = [str(d) for d in databases if not Path(os.fspath(d)).is_file()]
