@@ -278,17 +278,21 @@ void Dispatcher::forget_locked() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-std::pair<db::OpKey, bool> Dispatcher::answering_rows(const std::string& hash, const std::string& op_part,
-                                                      const db::OpKey& own) {
-  if (!environment_known()) return {own, false};
+Dispatcher::Answering Dispatcher::answering_rows(const std::string& hash, const std::string& op_part,
+                                                 const db::OpKey& own) {
+  if (!environment_known()) return {.key = own};
   const std::shared_ptr<db::LayeredDb> layers = database();
-  if (layers == nullptr) return {own, false};
+  if (layers == nullptr) return {.key = own};
   {
     std::lock_guard lock(mutex_);
-    if (auto it = op_rows_.find(op_part); it != op_rows_.end()) return {it->second.key, it->second.hashes.count(hash) > 0};
+    if (auto it = op_rows_.find(op_part); it != op_rows_.end()) return {.key = it->second.key, .own_row = it->second.hashes.count(hash) > 0};
   }
   OpRows rows{own, {}};
   try {
+    // A graph tuned for itself needs no other row. The set of every fingerprint with a row (each row
+    // read and validated: most of an exact hit's cost) is read at the first graph without one, which
+    // it serves: a sampler's later graphs, and the models_alike fallback below.
+    if (std::optional<db::TuningResult> row = layers->find_exact(environment(), own, hash)) return {.key = own, .own_row = true, .exact = std::move(row)};
     const auto hashes_of = [&](const db::OpKey& key) {
       std::unordered_set<std::string> out;
       for (const db::TuningResult& row : layers->candidates_for(environment(), key)) out.insert(row.fingerprint_hash);
@@ -311,16 +315,16 @@ std::pair<db::OpKey, bool> Dispatcher::answering_rows(const std::string& hash, c
       }
   } catch (const std::exception& e) {
     log().warn("tuning database lookup failed: {}", e.what());
-    return {own, true};  // unknown: ask the database for this graph rather than share a bucket-mate's answer
+    return {.key = own, .own_row = true};  // unknown: ask the database for this graph rather than share a bucket-mate's answer
   }
-  const std::pair<db::OpKey, bool> out{rows.key, rows.hashes.count(hash) > 0};
+  Answering out{.key = rows.key, .own_row = rows.hashes.count(hash) > 0};
   std::lock_guard lock(mutex_);
   op_rows_.emplace(op_part, std::move(rows));
   return out;
 }
 
 std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, const std::string& hash,
-                                                  const db::OpKey& key) {
+                                                  Answering rows) {
   const std::shared_ptr<db::LayeredDb> layers = database();
   if (layers == nullptr) return std::nullopt;
   const db::EnvironmentInfo& env = environment();
@@ -342,7 +346,10 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
       return false;
     }
   };
-  if (auto row = layers->find_exact(env, key, hash)) {
+  const db::OpKey& key = rows.key;
+  // Only a graph with a row of its own (answering_rows) has an exact answer to look up.
+  if (!rows.exact && rows.own_row) rows.exact = layers->find_exact(env, key, hash);
+  if (auto& row = rows.exact) {
     Decision d;
     if (usable(*row, d.schedule)) {
       d.level = d.origin = DispatchLevel::Exact;
@@ -414,8 +421,8 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   const PassProblem problem = pass_problem(graph, op, pass, max_vec);
   const std::string bucket = fmt::format("{}:{}", fingerprint_bucket_key(*problem.fingerprint), op_part);
   const std::string hash = db::fingerprint_hash(serialize_fingerprint(*problem.fingerprint));  // once per graph
-  const auto [db_key, own_row] = answering_rows(hash, op_part, op_key(op, pass, max_vec));
-  if (!own_row) {
+  Answering rows = answering_rows(hash, op_part, op_key(op, pass, max_vec));
+  if (!rows.own_row) {
     std::lock_guard lock(mutex_);
     if (auto b = bucket_cache_.find(bucket); b != bucket_cache_.end()) {
       const Solver* solver = find_solver(b->second.schedule.solver);
@@ -430,7 +437,7 @@ Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& 
   std::optional<Decision> found;
   if (environment_known()) {
     try {
-      found = from_database(problem, hash, db_key);
+      found = from_database(problem, hash, std::move(rows));
     } catch (const std::exception& e) {
       log().warn("tuning database lookup failed, using the default rule: {}", e.what());
     }

@@ -116,13 +116,18 @@ class Dispatcher {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
-  // The database's answer for a problem whose fingerprint hashes to `hash`, under the op key `key`.
-  std::optional<Decision> from_database(const PassProblem& problem, const std::string& hash, const db::OpKey& key);
-  // The op key whose rows answer an op (op_part): its own, or where no layer holds a row of its
-  // model on this op shape, the most alike model's that has rows (models_alike; not when tuning on a
-  // miss, which tunes the op's own); and whether some layer holds a row of it tuned for exactly the
-  // fingerprint `hash` (such a graph never takes a bucket-mate's answer). Read once per op.
-  std::pair<db::OpKey, bool> answering_rows(const std::string& hash, const std::string& op_part, const db::OpKey& own);
+  // Which rows answer an op (op_part): the op key, its own or where no layer holds a row of its model
+  // on this op shape, the most alike model's that has rows (models_alike; not when tuning on a miss,
+  // which tunes the op's own); and whether some layer holds a row of that key tuned for exactly the
+  // fingerprint `hash` (such a graph never takes a bucket-mate's answer), with the row when it was read.
+  struct Answering {
+    db::OpKey key;
+    bool own_row = false;
+    std::optional<db::TuningResult> exact = std::nullopt;
+  };
+  Answering answering_rows(const std::string& hash, const std::string& op_part, const db::OpKey& own);
+  // The database's answer for a problem whose fingerprint hashes to `hash`, from the rows `rows` names.
+  std::optional<Decision> from_database(const PassProblem& problem, const std::string& hash, Answering rows);
   const db::EnvironmentInfo& environment_locked();
 
   void forget_locked();

@@ -549,6 +549,28 @@ ContextPtr context_with_sites(const fs::path& user, const std::string& sites) {
 
 }  // namespace
 
+// A graph tuned for itself is answered from its own row alone. The op's other rows, each decoded
+// and validated (most of an exact hit's cost in a process's first decisions), are read for the first
+// graph without a row of its own. Here another graph's row is one that dispatch rejects, and only
+// the untuned graph's decision reads it.
+TEST(Dispatch, ExactHitReadsNoOtherRow) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto tuned = hub_graph(ctx.get(), 1), hostile = hub_graph(ctx.get(), 2);
+  auto untuned = random_graph(ctx.get(), 3000, 8, 5);
+  const std::string default_text = schedule_of(make_context().get(), tuned.get(), kOp);
+  store_winner(dir.path / "user.db", tuned.get(), kOp, kWinner, default_text);
+  store_winner(dir.path / "user.db", hostile.get(), kOp, "subwarp:lanes=32,groups=8,team=1,vec=8,mid=0,threshold=0,chunk=0",
+               default_text, /*validate=*/false);
+  LogCapture log;
+  const nlohmann::json e = explain(ctx.get(), tuned.get(), kOp);
+  EXPECT_EQ(e.at("origin"), "exact") << e;
+  EXPECT_EQ(e.at("schedule"), kWinner) << e;
+  EXPECT_EQ(occurrences(log.text(), "rejected"), 0) << log.text();
+  EXPECT_NE(explain(ctx.get(), untuned.get(), kOp).at("origin"), "exact");
+  EXPECT_GE(occurrences(log.text(), "rejected"), 1) << log.text();
+}
+
 // The origin of an exact hit names the layer and file, and survives the in-process cache.
 TEST(DispatchOrigin, ExactHitNamesItsLayerAlsoWhenCached) {
   TempDir dir;
