@@ -141,15 +141,16 @@ inline std::vector<std::filesystem::path> shipped_winners_files() {
   return out;
 }
 
-// The repository's Cora with self-loops, as PyG's GATConv uses it.
-inline GraphPtr cora_with_loops(dfgnn_context_t ctx) {
-  dfgnn_graph_options_t loops = dfgnnGraphDefaultOptions();
-  loops.add_self_loops = 1;
+// The repository's Cora, as read or with a self-loop per node (as PyG's GATConv uses it).
+inline GraphPtr cora_graph(dfgnn_context_t ctx, bool self_loops) {
+  dfgnn_graph_options_t options = dfgnnGraphDefaultOptions();
+  options.add_self_loops = self_loops ? 1 : 0;
   dfgnn_graph_t g = nullptr;
-  EXPECT_EQ(dfgnnGraphCreateFromFile(ctx, (source_dir() / "data/cora").c_str(), &loops, &g), DFGNN_STATUS_SUCCESS)
+  EXPECT_EQ(dfgnnGraphCreateFromFile(ctx, (source_dir() / "data/cora").c_str(), &options, &g), DFGNN_STATUS_SUCCESS)
       << dfgnnGetLastErrorMessage();
   return GraphPtr(g);
 }
+inline GraphPtr cora_with_loops(dfgnn_context_t ctx) { return cora_graph(ctx, true); }
 
 // Skips the current test with a message when ../shared/datasets is not there.
 #define DFGNN_REQUIRE_SHARED_DATASETS()                                                              \
