@@ -90,16 +90,16 @@ def tree_commit():
         return "unknown"
 
 
-def load_graph(name, datasets, smoke):
+def load_graph(name, datasets, smoke, self_loops=True):
     import dfgnn
     if smoke:
-        return dfgnn.Graph.rmat(7, 600, seed=3, permute=True, add_self_loops=True)
+        return dfgnn.Graph.rmat(7, 600, seed=3, permute=True, add_self_loops=self_loops)
     if name.startswith("rmat-"):
         scale = int(name.split("-")[1])
         return dfgnn.Graph.rmat(scale, 16 << scale, seed=1, permute=True)
     path = REPO / "data" / "cora" if name == "cora" else pathlib.Path(datasets) / name
-    # GATConv adds self-loops, as the models users run do
-    return dfgnn.Graph.from_file(path, add_self_loops=True)
+    # GATConv adds self-loops (TransformerConv does not: self_loops=False builds its graph)
+    return dfgnn.Graph.from_file(path, add_self_loops=self_loops)
 
 
 def make_inputs(model, n, heads, dim, dtype, device, gen, grad):

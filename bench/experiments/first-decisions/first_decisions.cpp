@@ -4,7 +4,7 @@
 //   first_decisions GRAPH_DIR MODEL HEADS DIM    (MODEL: 0 GAT, 1 GATv2, 2 Transformer, 3 AGNN)
 // LOOPS=1 adds self-loops, as dfgnn.torch's GAT layers and bench/cold_start.py's graphs have them.
 // Prints: the layers' open (through another op shape's explain), the forward's decision, the
-// backward's two.
+// backward's two; with SHOW=1 also the forward's and the backward's explain JSON, one line each.
 #include <dfgnn/dfgnn.h>
 
 #include "context.hpp"
@@ -58,10 +58,11 @@ int main(int argc, char** argv) {
   const auto t1 = clock::now();
   explain(op, DFGNN_FORWARD);
   const auto t2 = clock::now();
+  const std::string forward_text = text.substr(0, length);
   explain(op, DFGNN_BACKWARD);
   const auto t3 = clock::now();
   std::printf("open %.3f forward %.3f backward %.3f\n", ms(t0, t1), ms(t1, t2), ms(t2, t3));
-  if (std::getenv("SHOW") != nullptr) std::printf("%s\n", text.substr(0, length).c_str());
+  if (std::getenv("SHOW") != nullptr) std::printf("%s\n%s\n", forward_text.c_str(), text.substr(0, length).c_str());
   dfgnnGraphDestroy(g);
   dfgnnDestroy(ctx);
 }
