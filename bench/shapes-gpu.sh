@@ -7,6 +7,10 @@
 #           gpu.verify_quick), the Python GPU tests and
 #           memcheck of the tiny corpus (MEMCHECK=0 leaves it out, PYTHON_TESTS=0 the Python package and its
 #           tests, VERIFY=0 verify --tiny; CTEST_REGEX picks GPU tests), within CHECK_SECONDS (540)
+#   memcheck  compute-sanitizer memcheck of one part of dfgnn-verify --tiny (PART=K/N, default 1/4: the whole
+#           corpus runs past a device call, more than 400 s on an H100 with its modules cached; MEMCHECK_SECONDS
+#           bounds it, 480), after the
+#           part's own verify run, which compiles its modules; the N parts together are the whole corpus
 #   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
@@ -144,6 +148,20 @@ case $phase in
         --threads 16 > "$out/sanitizer-memcheck.log" 2>&1
       echo "memcheck exit $? : $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-memcheck.log" | tr '\n' ' ')"
     fi
+    ;;
+  memcheck)
+    [ -d build-gpu ] || unpack_deps
+    { [ -f build-gpu/build.ninja ] ||
+        cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1; } &&
+      cmake --build build-gpu -j "$(nproc)" --target dfgnn-verify > "$out/build.log" 2>&1 ||
+      { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
+    echo "built at $SECONDS s"
+    part=${PART:-1/4}
+    build-gpu/tools/dfgnn-verify --tiny --part "$part" --repo . --threads 16 > "$out/verify-tiny.log" 2>&1
+    echo "dfgnn-verify --tiny --part $part exit $?: $(grep -E 'part|cases:|prepared' "$out/verify-tiny.log" | tr '\n' ' ') ($SECONDS s)"
+    timeout "${MEMCHECK_SECONDS:-480}" compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tools/dfgnn-verify --tiny --part "$part" --repo . \
+      --threads 16 > "$out/sanitizer-memcheck.log" 2>&1
+    echo "memcheck of part $part exit $?: $(grep -E 'ERROR SUMMARY|cases:' "$out/sanitizer-memcheck.log" | tr '\n' ' ') ($SECONDS s)"
     ;;
   verify)
     # A fresh machine: the library, dfgnn-verify and the Python package built at once, then

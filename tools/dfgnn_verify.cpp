@@ -9,12 +9,14 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -50,6 +52,22 @@ dfgnn_graph_t isolated_nodes_graph(dfgnn_context_t ctx) {
   dfgnn_graph_t g = nullptr;
   check(dfgnnGraphCreateCoo(ctx, n, e, edge_index.data(), DFGNN_INDEX_INT64, DFGNN_MEMORY_HOST, nullptr, &g), "isolated");
   return g;
+}
+
+// "K/N" of --part: the K-th of N parts (1 <= K <= N <= 10000), or nullopt for any other text.
+std::optional<std::pair<int, int>> parse_part(const std::string& text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) return std::nullopt;
+  const auto number = [](const char* first, const char* last) -> std::optional<int> {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(first, last, v);
+    if (ec != std::errc() || end != last || first == last) return std::nullopt;
+    return v;
+  };
+  const std::optional<int> k = number(text.data(), text.data() + slash),
+                           n = number(text.data() + slash + 1, text.data() + text.size());
+  if (!k || !n || *n < 1 || *n > 10000 || *k < 1 || *k > *n) return std::nullopt;
+  return std::pair{*k, *n};
 }
 
 std::vector<NamedGraph> corpus(dfgnn_context_t ctx, const std::string& repo, const std::string& datasets, bool quick,
@@ -98,7 +116,7 @@ std::vector<NamedGraph> corpus(dfgnn_context_t ctx, const std::string& repo, con
 // The whole tool; main runs it under cli::run_main, so that any exception (std::bad_alloc
 // included) is one line on stderr and a non-zero exit.
 int run(int argc, char** argv) {
-  std::string repo = ".", datasets, report;
+  std::string repo = ".", datasets, report, part_text = "1/1";
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   po::options_description opts("Usage: dfgnn-verify [options]\n\nOptions");
   opts.add_options()
@@ -110,6 +128,9 @@ int run(int argc, char** argv) {
     ("real", "only R-MAT and the real graphs of --datasets (with their reduced dims)")
     ("all-schedules", "every candidate schedule (float32, H=4, D=64) instead of one per solver")
     ("report", po::value(&report), "write a Markdown report to this file")
+    ("part", po::value(&part_text)->default_value("1/1"),
+     "K/N: only every N-th case, from the K-th (compute-sanitizer's run of --tiny takes longer than one "
+     "device call; N parts together are the whole corpus)")
     ("threads", po::value(&threads), "CPU threads for NVRTC and references");
   po::variables_map vm;
   try {
@@ -127,6 +148,11 @@ int run(int argc, char** argv) {
   // thread count the host cannot start would end the tool in std::terminate.
   if (threads < 1 || threads > 1024) {
     fmt::print(stderr, "dfgnn-verify: --threads {} must be in 1..1024\n", threads);
+    return 2;
+  }
+  const std::optional<std::pair<int, int>> part = parse_part(part_text);
+  if (!part) {
+    fmt::print(stderr, "dfgnn-verify: --part {} must be K/N with 1 <= K <= N <= 10000\n", part_text);
     return 2;
   }
   dfgnn_context_t ctx = nullptr;
@@ -183,6 +209,12 @@ int run(int argc, char** argv) {
   } catch (const std::exception& e) {
     fmt::print(stderr, "dfgnn-verify: {}\n", e.what());
     return 1;
+  }
+  if (const auto [k, n] = *part; n > 1) {  // interleaved, so that every part has every graph, model and dtype
+    std::vector<Case> kept;
+    for (size_t i = static_cast<size_t>(k - 1); i < cases.size(); i += static_cast<size_t>(n)) kept.push_back(cases[i]);
+    fmt::print("part {} of {}: {} of {} cases\n", k, n, kept.size(), cases.size());
+    cases = std::move(kept);
   }
   fmt::print("{} graphs, {} cases; compiling kernels and computing references on {} threads\n", graphs.size(),
              cases.size(), threads);

@@ -754,6 +754,21 @@ TEST(Cli, VerifyChecksTheThreadCount) {
     EXPECT_TRUE(contains(r.output, fmt::format("dfgnn-verify: --threads {} must be in 1..1024", threads))) << r.output;
   }
 }
+
+// --part K/N is checked before the GPU is looked for: a part that selects nothing, or text that is
+// no part, is refused with one line (a memcheck run of a wrong part would pass having checked nothing).
+TEST(Cli, VerifyChecksThePart) {
+  for (const char* part : {"0/4", "5/4", "1/0", "2", "1/4x", "-1/4", "1/99999999999", "/4", "1/"}) {
+    SCOPED_TRACE(part);
+    const Result r = run_tool(DFGNN_VERIFY_EXE, std::string("--tiny --part ") + quote(part), "timeout 60");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(line_count(r.output), 1) << r.output;
+    EXPECT_TRUE(contains(r.output, fmt::format("dfgnn-verify: --part {} must be K/N with 1 <= K <= N <= 10000", part)))
+        << r.output;
+  }
+  // A valid part passes the check: with no GPU visible the tool then stops with 3 (skip), not 2.
+  EXPECT_EQ(run_tool(DFGNN_VERIFY_EXE, "--tiny --part 2/4", "CUDA_VISIBLE_DEVICES= timeout 60").code, 3);
+}
 #endif  // DFGNN_VERIFY_EXE
 
 // ------------------------------------------------------------------ dfgnn-db: hostile text, help, full disk
