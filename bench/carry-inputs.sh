@@ -5,7 +5,8 @@
 #               slimmed (../shared/tools/slim-boost.sh); about 4 MB
 #   bench-data  .bench-data: the datasets the checks, the host A/B, the acceptance and the reorder bench
 #               read (BENCH_GRAPHS below); about 9 MB
-#   sweep-data  .sweep-data: bench/tune-site.sh's graphs, edge lists only, gzipped; about 14 MB
+#   sweep-data  .sweep-data: bench/tune-site.sh's graphs (GRAPHS: a part of them), edge lists only, xz; about
+#               7 MB for all 26 (bench/shapes-gpu.sh sweep unpacks them on the device)
 #   ab          .ab/base.tgz and .ab/py-base.tgz: git archives of the A/B bases (AB_BASE, default
 #               0cbcf60: the kernels before the head-span and dropout work; PY_BASE, default e1f18a3:
 #               python_bindings/ before the prepared-call core)
@@ -40,14 +41,17 @@ for w in "${what[@]}"; do
       ;;
     sweep-data)
       need_datasets
+      # xz -9, half gzip's size: the shipped files leave about 10 MiB of a device call's 64 MiB for
+      # carried inputs (bench/NOTES.md). GRAPHS names a part of the sweep's graphs for one call.
+      rm -rf .sweep-data
       for g in $(bash bench/tune-site.sh --graphs); do
         [ -d "$datasets/$g" ] || { echo "carry-inputs: no dataset $g in $datasets" >&2; exit 1; }
         mkdir -p ".sweep-data/$g"
         [ -f "$datasets/$g/stats.json" ] && cp "$datasets/$g/stats.json" ".sweep-data/$g/"
         if [ -f "$datasets/$g/edges.txt.gz" ]; then
-          cp "$datasets/$g/edges.txt.gz" ".sweep-data/$g/"
+          gzip -dc "$datasets/$g/edges.txt.gz" | xz -9 -T0 > ".sweep-data/$g/edges.txt.xz"
         else
-          gzip -c "$datasets/$g/edges.txt" > ".sweep-data/$g/edges.txt.gz"
+          xz -9 -T0 -c "$datasets/$g/edges.txt" > ".sweep-data/$g/edges.txt.xz"
         fi
       done
       ;;

@@ -24,9 +24,10 @@
 #   ab-kernels  one case's per-kernel GPU time (ncu) in both trees of ab, launch by launch
 #           (AB_KERNEL_CASE, AB_KERNEL_DIRECTION, AB_KERNEL_ITERS; bench/ab_kernels.py)
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
-#   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR (graphs from .sweep-data unless
-#           DATASETS is set), one part per device call: CONFIGS
-#           picks the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db first if needed
+#   sweep   issue 24's tuning sweep, bench/tune-site.sh into OUTDIR (graphs from .sweep-data, unpacked from
+#           xz, all it holds or GRAPHS; DATASETS names a directory of edges.txt instead), one part per device
+#           call: CONFIGS and GRAPHS pick the part, SECONDS_LEFT its deadline; builds dfgnn-tune and dfgnn-db
+#           first if needed
 #   accept  issue 24's acceptance through dfgnn.torch, after build or check: graphs the sweep did not use
 #           (ACCEPT_GRAPHS) tuned into OUTDIR/unseen.db for ACCEPT_CONFIGS ("model:H:D:dtype ..."), then
 #           bench/tuning_acceptance.py: the out-of-the-box default (shipped file, then rule) and the rule
@@ -259,8 +260,22 @@ case $phase in
     echo "built at $SECONDS s"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
     # The deadline counts from this phase's start (tune-site.sh's own clock starts at zero).
-    # The sweep's graphs are .sweep-data's (bench/carry-inputs.sh) unless DATASETS names a directory.
-    SECONDS_LEFT=$(( ${SECONDS_LEFT:-1000000} - SECONDS )) bash bench/tune-site.sh build-gpu "$out" "${DATASETS:-.sweep-data}"
+    # The sweep's graphs are .sweep-data's (bench/carry-inputs.sh: xz, which the library does not read,
+    # unpacked here) unless DATASETS names a directory.
+    sweep_data=${DATASETS:-}
+    if [ -z "$sweep_data" ]; then
+      sweep_data=/tmp/dfgnn-sweep-data
+      rm -rf "$sweep_data"
+      for d in .sweep-data/*/; do
+        g=$(basename "$d")
+        mkdir -p "$sweep_data/$g"
+        [ -f "$d/stats.json" ] && cp "$d/stats.json" "$sweep_data/$g/"
+        xz -dc "$d/edges.txt.xz" > "$sweep_data/$g/edges.txt" || { echo "sweep: cannot unpack $d/edges.txt.xz"; exit 1; }
+      done
+      # only the graphs carried (GRAPHS names them when a call carries a part)
+      [ -n "${GRAPHS:-}" ] || export GRAPHS="$(ls "$sweep_data" | tr '\n' ' ')"
+    fi
+    SECONDS_LEFT=$(( ${SECONDS_LEFT:-1000000} - SECONDS )) bash bench/tune-site.sh build-gpu "$out" "$sweep_data"
     ;;
   accept)
     graphs=${ACCEPT_GRAPHS:-"wiki-chameleon mesh-mdual snap-p2p-Gnutella08 snap-email-Eu-core tu-ENZYMES roget-thesaurus
