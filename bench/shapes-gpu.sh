@@ -69,6 +69,17 @@ unpack_deps() {
   [ -f .devdeps/boost174-po-headers.tar.xz ] && tar xJf .devdeps/boost174-po-headers.tar.xz -C $prefix
 }
 
+# On a fresh or a warm machine: build-gpu configured once, then brought up to date for TARGETS (a warm
+# machine's build may be of an earlier checkout, and the kernel source is built in).
+build_targets() {
+  [ -d build-gpu ] || unpack_deps
+  { [ -f build-gpu/build.ninja ] ||
+      cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1; } &&
+    cmake --build build-gpu -j "$(nproc)" --target "$@" > "$out/build.log" 2>&1 ||
+    { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
+  echo "built at $SECONDS s"
+}
+
 # The lines "GRAPH | MODEL HEADS DIM | SCHEDULES" of a cases file ('#' comments skipped; GRAPH a dataset
 # under DATASETS or "--rmat SCALE"; SCHEDULES as dfgnn-bench --schedules takes them), printed as
 # tab-separated "GRAPH_ARGS MODEL HEADS DIM SCHEDULES".
@@ -151,12 +162,7 @@ case $phase in
     fi
     ;;
   memcheck)
-    [ -d build-gpu ] || unpack_deps
-    { [ -f build-gpu/build.ninja ] ||
-        cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1; } &&
-      cmake --build build-gpu -j "$(nproc)" --target dfgnn-verify > "$out/build.log" 2>&1 ||
-      { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
-    echo "built at $SECONDS s"
+    build_targets dfgnn-verify
     part=${PART:-1/4}
     build-gpu/tools/dfgnn-verify --tiny --part "$part" --repo . --threads 16 > "$out/verify-tiny.log" 2>&1
     echo "dfgnn-verify --tiny --part $part exit $?: $(grep -E 'part|cases:|prepared' "$out/verify-tiny.log" | tr '\n' ' ') ($SECONDS s)"
@@ -252,12 +258,7 @@ case $phase in
     ;;
   sweep)
     # Always the incremental build: a warm machine's older build would stamp results with its kernel source.
-    [ -d build-gpu ] || unpack_deps
-    { [ -f build-gpu/build.ninja ] ||
-        cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDFGNN_SANITIZE_TESTS=OFF $CMAKE_ARGS > "$out/configure.log" 2>&1; } &&
-      cmake --build build-gpu -j "$(nproc)" --target dfgnn-tune dfgnn-db > "$out/build.log" 2>&1 ||
-      { grep -E "error" -A3 "$out/build.log" | head -30; exit 1; }
-    echo "built at $SECONDS s"
+    build_targets dfgnn-tune dfgnn-db
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/device.txt" 2>&1
     # The deadline counts from this phase's start (tune-site.sh's own clock starts at zero).
     # The sweep's graphs are .sweep-data's (bench/carry-inputs.sh: xz, which the library does not read,

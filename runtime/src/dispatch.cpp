@@ -285,14 +285,16 @@ Dispatcher::Answering Dispatcher::answering_rows(const std::string& hash, const 
   if (layers == nullptr) return {.key = own};
   {
     std::lock_guard lock(mutex_);
-    if (auto it = op_rows_.find(op_part); it != op_rows_.end()) return {.key = it->second.key, .own_row = it->second.hashes.count(hash) > 0};
+    if (auto it = op_rows_.find(op_part); it != op_rows_.end())
+      return {.key = it->second.key, .own_row = it->second.hashes.count(hash) > 0};
   }
   OpRows rows{own, {}};
   try {
     // A graph tuned for itself needs no other row. The set of every fingerprint with a row (each row
     // read and validated: most of an exact hit's cost) is read at the first graph without one, which
     // it serves: a sampler's later graphs, and the models_alike fallback below.
-    if (std::optional<db::TuningResult> row = layers->find_exact(environment(), own, hash)) return {.key = own, .own_row = true, .exact = std::move(row)};
+    if (std::optional<db::TuningResult> row = layers->find_exact(environment(), own, hash))
+      return {.key = own, .own_row = true, .exact = std::move(row)};
     const auto hashes_of = [&](const db::OpKey& key) {
       std::unordered_set<std::string> out;
       for (const db::TuningResult& row : layers->candidates_for(environment(), key)) out.insert(row.fingerprint_hash);
@@ -315,7 +317,8 @@ Dispatcher::Answering Dispatcher::answering_rows(const std::string& hash, const 
       }
   } catch (const std::exception& e) {
     log().warn("tuning database lookup failed: {}", e.what());
-    return {.key = own, .own_row = true};  // unknown: ask the database for this graph rather than share a bucket-mate's answer
+    // unknown: ask the database for this graph rather than share a bucket-mate's answer
+    return {.key = own, .own_row = true};
   }
   Answering out{.key = rows.key, .own_row = rows.hashes.count(hash) > 0};
   std::lock_guard lock(mutex_);
