@@ -20,7 +20,8 @@
 #           once, then the Python tests PYTEST_ARGS (default tests/python/test_shipped_db.py)
 #   pytest  the Python GPU tests (PYTEST_ARGS, default tests/python)
 #   ab      the configurations that existed before, this tree against .ab/base.tgz, same schedules;
-#           with AB_CASES=FILE, that file's (graph, op, schedules) lines instead (bench/ab-empty-rows.txt)
+#           with AB_CASES=FILE, that file's (graph, op, schedules) lines instead (bench/ab-empty-rows.txt),
+#           each run with AB_BENCH_ARGS added (e.g. "--dropout 0.6")
 #   ab-kernels  one case's per-kernel GPU time (ncu) in both trees of ab, launch by launch
 #           (AB_KERNEL_CASE, AB_KERNEL_DIRECTION, AB_KERNEL_ITERS; bench/ab_kernels.py)
 #   shapes  bench/shapes.py with SHAPES_ARGS (writes OUTDIR/<date>-shapes.{json,md})
@@ -233,7 +234,8 @@ case $phase in
         for v in "${order[@]}"; do
           dir=build-gpu; [ $v = base ] && dir=$ab_base/build
           $dir/tools/dfgnn-bench $graph --model $model --heads $heads --dim $dim --direction both --schedules "$sched" \
-            --warmup 10 --iters "${AB_ITERS:-100}" --no-baseline --json "$out/ab-$v-$k.json" > "$out/ab-$v-$k.txt" 2>&1 ||
+            --warmup 10 --iters "${AB_ITERS:-100}" --no-baseline ${AB_BENCH_ARGS:-} --json "$out/ab-$v-$k.json" \
+            > "$out/ab-$v-$k.txt" 2>&1 ||
             tail -3 "$out/ab-$v-$k.txt"
         done
       done < <(cases "$AB_CASES")

@@ -270,6 +270,7 @@ struct Options {
   std::vector<dfgnn_model_t> models;
   std::vector<dfgnn_dtype_t> dtypes;
   int heads = 1, dim = 128;
+  float dropout = 0;  // attention dropout rate of every op (its own kernels; the mask's seed is --seed)
   bool forward = true, backward = false;
   enum class Mode { Default, All, List } mode = Mode::Default;
   std::vector<std::string> schedule_list;  // Mode::List; "default" means dispatch
@@ -304,11 +305,12 @@ std::optional<Options> parse_args(int argc, char** argv) {
     ("rmat-edges", po::value(&graph_args.rmat_edges), "edges to sample per R-MAT graph (default 16 * 2^SCALE)")
     ("hubs", po::value(&graph_args.hubs)->composing(), "planted-hub graph N,AVG,HUBS,HUBDEG: N nodes with AVG in-edges each, HUBS hubs with HUBDEG in- and out-edges (repeatable)")
     ("self-loops", "remove self-loops and add one per node (PyG's add_self_loops) on every graph")
-    ("seed", po::value(&seed)->default_value("1"), "seed of generated graphs and of the random inputs")
+    ("seed", po::value(&seed)->default_value("1"), "seed of generated graphs, of the random inputs and of the dropout mask")
     ("model", po::value(&models)->composing(), (cli::model_names() + " or all (repeatable, or comma-separated; default transformer)").c_str())
     ("dtype", po::value(&dtypes)->composing(), "float32, float16 or bfloat16 (repeatable, or comma-separated; default float32)")
     ("heads", po::value(&o.heads)->default_value(1), "heads H")
     ("dim", po::value(&o.dim)->default_value(128), "channels per head D")
+    ("dropout", po::value(&o.dropout)->default_value(0), "attention dropout rate in [0, 1) of every op, its mask drawn from --seed (the cuSPARSE baseline has none)")
     ("direction", po::value(&direction)->default_value("forward"), "forward, backward or both")
     ("schedules", po::value(&schedules)->composing(),
      "default (dispatch), all (every candidate of dfgnnListSchedules), or a list of schedules separated by ';' "
@@ -367,6 +369,7 @@ std::optional<Options> parse_args(int argc, char** argv) {
     throw BadArgs{fmt::format("--iters {} must be in 1..{}", o.iters, kMaxLaunches)};
   if (o.rotations < 0 || o.rotations > 64) throw BadArgs{fmt::format("--rotations {} must be in 0..64", o.rotations)};
   if (o.device < 0) throw BadArgs{fmt::format("--device {} must be >= 0", o.device)};
+  if (!(o.dropout >= 0 && o.dropout < 1)) throw BadArgs{fmt::format("--dropout {} is not a rate in [0, 1)", o.dropout)};
   if (vm.count("json")) {
     if (o.dry_run) throw BadArgs{"--json: --dry-run measures nothing and writes no JSON"};
     cli::check_json_path(o.json_path);
@@ -1067,6 +1070,8 @@ std::vector<Config> plan(dfgnn_context_t ctx, const Options& o, const Graphs& gr
         Config c;
         c.graph = gi, c.model = m, c.dtype = d;
         c.op = dfgnnOpDefault(m, d, o.heads, o.dim);
+        c.op.dropout = o.dropout;
+        c.op.dropout_seed = o.seed;
         dfgnn_graph_t g = graphs.list[gi].graph;
         // The op itself (H, D, dtype) is checked here: an unusable one is an argument error.
         size_t length = 0;
@@ -1200,6 +1205,7 @@ int run(int argc, char** argv) {
                        {"iters", o.iters},
                        {"heads", o.heads},
                        {"dim", o.dim},
+                       {"dropout", o.dropout},
                        {"seed", o.seed},
                        {"self_loops", o.self_loops},
                        {"direction", o.forward && o.backward ? "both" : o.forward ? "forward" : "backward"},

@@ -430,8 +430,10 @@ int main(int argc, char** argv) {
           }
           std::istringstream log(r.log);
           for (std::string line; std::getline(log, line);) {
-            if (const auto at = line.find("entry function '"); at != std::string::npos)
-              std::printf("  %-14s %s\n", v.name.c_str(), line.substr(at + 16, 110).c_str());
+            if (const auto at = line.find("entry function '"); at != std::string::npos) {
+              const auto end = line.find('\'', at + 16);  // the whole mangled name: kernels differ at its end
+              std::printf("  %-14s %s\n", v.name.c_str(), line.substr(at + 16, end - (at + 16)).c_str());
+            }
             if (line.find("registers") != std::string::npos || line.find("spill") != std::string::npos)
               std::printf("  %-14s %s\n", v.name.c_str(), line.c_str());
           }

@@ -626,6 +626,9 @@ TEST(Cli, BenchChecksItsOptions) {
       {"--heads 0", "--heads 0 must be >= 1"},
       {"--rotations 65", "--rotations 65 must be in 0..64"},
       {"--device -1", "--device -1 must be >= 0"},
+      {"--dropout 1", "--dropout 1 is not a rate in [0, 1)"},
+      {"--dropout -0.5", "--dropout -0.5 is not a rate in [0, 1)"},
+      {"--dropout nan", "--dropout nan is not a rate in [0, 1)"},
       {"--iters 1e3", "the argument ('1e3') for option '--iters' is invalid"},
       {"--schedules 'all;default'", "--schedules all cannot be combined with other schedules"},
   };
