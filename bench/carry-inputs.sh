@@ -57,7 +57,7 @@ for w in "${what[@]}"; do
       ;;
     ab)
       mkdir -p .ab
-      git archive -o .ab/base.tgz "${AB_BASE:-0cbcf60}"
+      git archive -o .ab/base.tgz "${AB_BASE:-0cbcf60}" -- . ':!data/tuning/*.db' ':!bench/results' ':!docs'
       git archive -o .ab/py-base.tgz "${PY_BASE:-e1f18a3}" python_bindings bench/op_overhead.py
       ;;
     perms)

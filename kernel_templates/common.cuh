@@ -54,6 +54,16 @@ struct Geo {
   static constexpr int C = (D + L * V - 1) / (L * V);
   static constexpr int R = C * V;
   static_assert(H % HG == 0 && GL <= 32 && (GL & (GL - 1)) == 0, "a group spans whole heads inside a warp");
+  static constexpr int kMinBlocks = 0;  // resident blocks per SM asked of ptxas (Resident below)
+};
+
+// G with BLOCKS blocks per SM asked to stay resident. The host names it for a dropout kernel (the
+// runtime's ModuleCache): BLOCKS is the occupancy of the same kernel without dropout, the one the
+// tuner timed. Unasked, the mask's few registers can take ptxas over an occupancy step (GAT 1x7's
+// row pass: 32 -> 40 registers, 75% of the warps) and dropout would cost its passes 20-30%.
+template <typename G, int BLOCKS>
+struct Resident : G {
+  static constexpr int kMinBlocks = BLOCKS;
 };
 
 // Loads V consecutive elements with one aligned vector load when their bytes allow it.

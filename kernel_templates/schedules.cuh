@@ -24,10 +24,12 @@ __host__ __device__ constexpr int state_floats() {
 
 // Minimum resident blocks per SM asked of the compiler: with Pass::kHalfOccupancy, enough for half
 // the SM's 2048 threads (at most 64 registers per thread), else 0, no constraint (1 is not the
-// same: ptxas then took 64-80 registers where it had taken 48-64).
+// same: ptxas then took 64-80 registers where it had taken 48-64); more where the geometry asks
+// (Resident).
 template <typename Pass, int THREADS>
 __host__ __device__ constexpr int min_blocks() {
-  return Pass::kHalfOccupancy && THREADS <= 1024 ? 1024 / THREADS : 0;
+  const int own = Pass::kHalfOccupancy && THREADS <= 1024 ? 1024 / THREADS : 0;
+  return Pass::G_::kMinBlocks > own ? Pass::G_::kMinBlocks : own;
 }
 
 // A thread's place in its group: the group, the head it serves (of the group's HG heads starting

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace dfgnn {
 
 const char* element_type(dfgnn_dtype_t dtype) {
@@ -88,6 +90,56 @@ std::string reduce_stage2_kernel(const dfgnn_op_t& op) {
     case ParamReduction::None: break;
   }
   return {};
+}
+
+namespace {
+
+// The geometry of a rows or balanced kernel's name that compiles dropout in: where "dfgnn::Geo<...>"
+// lies and its arguments (T, D, H, L, V, E, HG, P: geo_type writes all eight when P is set).
+struct DropoutGeo {
+  size_t begin = 0, end = 0;  // [begin, end) spans "dfgnn::Geo<...>"
+  std::vector<std::string> args;
+};
+
+std::optional<DropoutGeo> dropout_geo(const std::string& kernel) {
+  const std::string open = "dfgnn::Geo<";
+  DropoutGeo g;
+  g.begin = kernel.find(open);
+  if (g.begin == std::string::npos) return std::nullopt;
+  const size_t close = kernel.find('>', g.begin);  // Geo's arguments hold no template
+  if (close == std::string::npos) return std::nullopt;
+  g.end = close + 1;
+  const std::string args = kernel.substr(g.begin + open.size(), close - g.begin - open.size());
+  for (size_t at = 0;;) {
+    const size_t comma = args.find(',', at);
+    g.args.push_back(args.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (g.args.size() != 8 || g.args[7] != "true") return std::nullopt;
+  return g;
+}
+
+}  // namespace
+
+std::optional<std::string> without_dropout(const std::string& kernel) {
+  const std::optional<DropoutGeo> g = dropout_geo(kernel);
+  if (!g) return std::nullopt;
+  // As geo_type writes it without dropout: the heads of a group only when not 1.
+  std::string geo = "dfgnn::Geo<" + g->args[0];
+  for (size_t k = 1; k < 6; ++k) geo += "," + g->args[k];
+  if (g->args[6] != "1") geo += "," + g->args[6];
+  geo += ">";
+  return kernel.substr(0, g->begin) + geo + kernel.substr(g->end);
+}
+
+std::optional<std::string> held_resident(const std::string& kernel, int blocks) {
+  if (kernel.rfind("&dfgnn::rows_kernel<", 0) != 0 && kernel.rfind("&dfgnn::balanced_kernel<", 0) != 0)
+    return std::nullopt;  // not a kernel whose launch bounds ask for resident blocks (schedules.cuh)
+  const std::optional<DropoutGeo> g = dropout_geo(kernel);
+  if (!g || blocks < 1) return std::nullopt;
+  return fmt::format("{}dfgnn::Resident<{},{}>{}", kernel.substr(0, g->begin), kernel.substr(g->begin, g->end - g->begin),
+                     blocks, kernel.substr(g->end));
 }
 
 }  // namespace dfgnn

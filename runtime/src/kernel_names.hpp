@@ -6,6 +6,7 @@
 
 #include "schedule.hpp"
 
+#include <optional>
 #include <string>
 
 namespace dfgnn {
@@ -33,5 +34,12 @@ std::string balanced_kernel(const dfgnn_op_t& op, PassKind pass, int32_t lanes, 
 std::string prep_kernel(const dfgnn_op_t& op);
 std::string reduce_stage1_kernel(const dfgnn_op_t& op);
 std::string reduce_stage2_kernel(const dfgnn_op_t& op);
+
+// A kernel with dropout compiled in: the same kernel's name without it (its sibling, the kernel the
+// tuner timed), or nullopt for a kernel without dropout.
+std::optional<std::string> without_dropout(const std::string& kernel);
+// A rows or balanced kernel with dropout (the kernels whose launch bounds ask for resident blocks)
+// asked to keep `blocks` >= 1 blocks resident per SM (common.cuh's Resident); nullopt for any other.
+std::optional<std::string> held_resident(const std::string& kernel, int blocks);
 
 }  // namespace dfgnn

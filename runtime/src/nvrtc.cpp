@@ -1,7 +1,9 @@
 #include "nvrtc.hpp"
 
+#include "cubin_elf.hpp"
 #include "cuda.hpp"
 #include "error.hpp"
+#include "kernel_names.hpp"
 #include "logging.hpp"
 
 #include <dlfcn.h>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <variant>
 
 #define XXH_INLINE_ALL
@@ -359,9 +362,40 @@ std::shared_ptr<const Cubin> ModuleCache::cubin(const std::vector<std::string>& 
   return cubins_.emplace(k, std::move(compiled)).first->second;
 }
 
+std::vector<std::string> ModuleCache::resident_names(const std::vector<std::string>& names, int arch) {
+  std::vector<std::string> siblings = names;
+  bool dropout = false;
+  for (std::string& kernel : siblings)
+    if (std::optional<std::string> sibling = without_dropout(kernel)) {
+      kernel = std::move(*sibling);
+      dropout = true;
+    }
+  if (!dropout) return names;
+  const std::shared_ptr<const Cubin> sibling = cubin(siblings, arch);
+  std::map<std::string, KernelResources> resources;
+  try {
+    resources = CubinElf(sibling->image).resources();
+  } catch (const std::exception& e) {
+    log().warn("dropout kernels compiled at their own occupancy: the module without dropout is unreadable ({})",
+               e.what());
+    return names;
+  }
+  std::vector<std::string> out = names;
+  for (size_t k = 0; k < names.size(); ++k) {
+    const auto it = resources.find(sibling->lowered.at(k));
+    if (it == resources.end()) continue;
+    if (std::optional<std::string> held =
+            held_resident(names[k], resident_blocks(it->second.registers, it->second.max_threads, arch)))
+      out[k] = std::move(*held);
+  }
+  return out;
+}
+
 Cubin ModuleCache::compile_logged(const std::vector<std::string>& names, int arch, const std::string& why) {
   const auto start = std::chrono::steady_clock::now();
-  Cubin made = compile(names, arch);
+  // The module keeps the names asked for: the lowered names lead to the held kernels.
+  Cubin made = compile(resident_names(names, arch), arch);
+  made.names = names;
   made.origin = "compiled";
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   // A first call that waits on NVRTC says so once: what, why and how long.
