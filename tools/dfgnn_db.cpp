@@ -1,13 +1,17 @@
 // dfgnn-db: inspects and maintains dfgnn's SQLite tuning databases: list / show / stats, export a
 // consistent snapshot for site distribution, import (merge) databases tuned elsewhere, prune old
-// results, verify integrity and every row. Uses the database classes of dfgnn_internal directly.
+// results, verify integrity and every row, re-stamp results after a kernel change that left their
+// machine code as it was. Uses the database classes of dfgnn_internal directly.
 //
 // Exit codes: 0 success, 1 failure (a database cannot be opened, is corrupt, or verify found
 // problems), 2 bad arguments.
 #include "api_guard.hpp"
 #include "cli_common.hpp"
+#include "context.hpp"
+#include "cubin_elf.hpp"
 #include "dispatch.hpp"
 #include "fingerprint.hpp"
+#include "kernel_names.hpp"
 #include "nvrtc.hpp"
 #include "printable.hpp"
 #include "error.hpp"
@@ -30,6 +34,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,6 +98,12 @@ const std::vector<Command>& commands() {
        "delete runs matching all given filters (at least one):\n"
        "--env CLASS, --older-than DAYS, --library-version V, --template-hash H",
        {"env", "older-than", "library-version", "template-hash"}, false},
+      {"restamp", "restamp OLD_MODULES.db NEW_MODULES.db",
+       "stamp the results tuned with OLD_MODULES' kernel source as tuned\n"
+       "with this build's, once NEW_MODULES (compiled by this build) holds\n"
+       "each of OLD_MODULES' modules without dropout with the same machine\n"
+       "code; else exit 1 and change nothing",
+       {}, false},
       {"verify", "verify",
        "SQLite integrity check, the schema's objects, and validation of\n"
        "every row as dispatch would use it; exit 1 on problems",
@@ -522,6 +533,67 @@ int cmd_merge(const fs::path& user, const std::vector<std::string>& files) {
   return failed ? kExitFailure : 0;
 }
 
+// A kernel change that leaves every tuned kernel's machine code as it was (attention dropout's own
+// kernels, a comment) keeps the shipped winners valid: the timings were of the same code. Checked
+// module by module: OLD_MODULES is the modules file of the winners' kernel source (it holds every
+// winner's kernels), NEW_MODULES the same zoo compiled by this build. Dropout modules are not
+// compared: dropout is not part of the database key, so no timing was of their code.
+int cmd_restamp(const fs::path& user, const std::string& old_path, const std::string& new_path) {
+  require_file(user);
+  require_file(old_path);
+  require_file(new_path);
+  const std::string current = dfgnn::kernel_source_hash();
+  auto modules_of = [&](const std::string& path) {
+    std::vector<ModuleRecord> out = TuningDb::open_read_only(path, db_options())->modules();
+    if (out.empty()) throw Failure{fmt::format("restamp: {} holds no module", path)};
+    return out;
+  };
+  const std::vector<ModuleRecord> before = modules_of(old_path), after = modules_of(new_path);
+  const std::string old_source = before.front().template_hash;
+  for (const ModuleRecord& m : before)
+    if (m.template_hash != old_source)
+      throw Failure{fmt::format("restamp: {} mixes kernel sources ({} and {})", old_path, old_source, m.template_hash)};
+  if (old_source == current) throw Failure{fmt::format("restamp: {} is of this build's kernel source already", old_path)};
+  std::map<std::vector<std::string>, const ModuleRecord*> by_names;
+  for (const ModuleRecord& m : after) {
+    if (m.template_hash != current)
+      throw Failure{fmt::format("restamp: {} was not compiled by this build (kernel source {}, this build's {})",
+                                new_path, m.template_hash, current)};
+    by_names[m.names] = &m;
+  }
+  size_t same = 0, dropout = 0;
+  std::vector<std::string> changed;
+  for (const ModuleRecord& m : before) {
+    if (std::any_of(m.names.begin(), m.names.end(), [](const std::string& n) { return dfgnn::without_dropout(n); })) {
+      ++dropout;
+      continue;
+    }
+    const auto it = by_names.find(m.names);
+    if (it == by_names.end() || it->second->arch != m.arch) {
+      changed.push_back(fmt::format("{}: not in {}", m.names.front(), new_path));
+      continue;
+    }
+    auto code = [](const ModuleRecord& r) {
+      return dfgnn::CubinElf(dfgnn::unpacked_module_image(r.image)).machine_code();
+    };
+    if (code(m) == code(*it->second)) ++same;
+    else changed.push_back(fmt::format("{}: other machine code", m.names.front()));
+  }
+  if (!changed.empty()) {
+    for (size_t k = 0; k < std::min<size_t>(changed.size(), 10); ++k) say_err("  {}", changed[k]);
+    throw Failure{fmt::format("restamp: {} of {} modules without dropout changed between {} and {}; the winners must "
+                              "be tuned again; nothing was changed",
+                              changed.size(), before.size() - dropout, old_path, new_path)};
+  }
+  auto db = TuningDb::open_user(user, db_options());
+  const int64_t results = db->restamp(old_source, current);
+  if (results == 0) throw Failure{fmt::format("restamp: {} holds no result of kernel source {}", user.string(), old_source)};
+  say("restamped {}: {} result(s) from kernel source {} to {}: {} module(s) of the same machine code, {} with "
+      "dropout not compared",
+      user.string(), results, old_source, current, same, dropout);
+  return 0;
+}
+
 int cmd_prune(const fs::path& user, const PruneFilter& filter) {
   require_file(user);
   auto db = TuningDb::open_user(user, db_options());
@@ -764,6 +836,10 @@ int run(int argc, char** argv) {
   if (command == "import" || command == "merge") {
     if (args.empty()) throw BadArgs{fmt::format("{} takes one or more database files", command)};
     return cmd_merge(*user, args);
+  }
+  if (command == "restamp") {
+    expect_args(2, "the modules file of the results' kernel source and this build's (restamp OLD.db NEW.db)");
+    return cmd_restamp(*user, args[0], args[1]);
   }
   // prune
   expect_args(0, "filters only (--env, --older-than, --library-version, --template-hash)");

@@ -25,6 +25,7 @@
 // Output: a table on stdout and, with --json, every sample and the medians.
 #include <dfgnn/dfgnn.h>
 
+#include "cubin_elf.hpp"
 #include "handles.hpp"
 #include "nvrtc.hpp"
 #include "ops.hpp"
@@ -60,6 +61,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// A cubin's machine code by kernel (line information lives elsewhere, so equal code is the same
+// SASS); empty for an image that does not parse.
+std::map<std::string, std::string> machine_code(const std::vector<char>& image) {
+  try {
+    return dfgnn::CubinElf(image).machine_code();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -221,31 +232,6 @@ Result compile_once(const Module& m, const Variant& v, int arch, const std::vect
     out.pch = p == NVRTC_SUCCESS ? "created" : nvrtcGetErrorString(p);
   }
   nvrtcDestroyProgram(&prog);
-  return out;
-}
-
-// The machine code of a cubin: its .text.* sections (ELF64), by name. Line information and other
-// metadata live in other sections, so equal text means the same SASS. Empty if not an ELF64 image.
-std::map<std::string, std::string> text_sections(const std::vector<char>& image) {
-  std::map<std::string, std::string> out;
-  const auto* data = reinterpret_cast<const unsigned char*>(image.data());
-  const size_t size = image.size();
-  if (size < 64 || data[0] != 0x7f || data[1] != 'E' || data[2] != 'L' || data[3] != 'F' || data[4] != 2) return out;
-  auto u16 = [&](size_t at) { uint16_t v; std::memcpy(&v, data + at, 2); return v; };
-  auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, data + at, 4); return v; };
-  auto u64 = [&](size_t at) { uint64_t v; std::memcpy(&v, data + at, 8); return v; };
-  const uint64_t shoff = u64(0x28);
-  const uint16_t shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
-  if (shoff + static_cast<uint64_t>(shnum) * shentsize > size || shstrndx >= shnum) return out;
-  const size_t names_at = u64(shoff + shstrndx * shentsize + 0x18);
-  for (uint16_t k = 0; k < shnum; ++k) {
-    const size_t h = shoff + k * shentsize;
-    const uint32_t name = u32(h);
-    const uint64_t offset = u64(h + 0x18), bytes = u64(h + 0x20);
-    if (names_at + name >= size || offset + bytes > size) continue;
-    const std::string section(reinterpret_cast<const char*>(data + names_at + name));
-    if (section.rfind(".text.", 0) == 0) out[section] = std::string(reinterpret_cast<const char*>(data + offset), bytes);
-  }
   return out;
 }
 
@@ -496,13 +482,13 @@ int main(int argc, char** argv) {
         ++compared;
         const std::vector<char>& base = baseline_cubin[m.label];
         if (r.cubin == base) ++same_bytes;
-        const auto text = text_sections(r.cubin), base_text = text_sections(base);
+        const auto text = machine_code(r.cubin), base_text = machine_code(base);
         if (!text.empty() && text == base_text) {
           ++same_text;
         } else {
           std::string which;
           for (const auto& [section, bytes] : text)
-            if (!base_text.count(section) || base_text.at(section) != bytes) which += " " + section.substr(6, 60);
+            if (!base_text.count(section) || base_text.at(section) != bytes) which += " " + section.substr(0, 60);
           differs[v.name].push_back(m.label + ":" + which);
         }
       }

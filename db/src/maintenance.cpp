@@ -377,6 +377,21 @@ void TuningDb::export_to(const fs::path& target) {
   }
 }
 
+int64_t TuningDb::restamp(const std::string& from, const std::string& to) {
+  std::lock_guard lock(mutex_);
+  Impl::require_writable(*this);
+  if (from.empty() || to.empty() || from == to)
+    throw DbError(ErrorKind::InvalidArgument, fmt::format("restamp: '{}' to '{}' is not a change of kernel source", from, to));
+  int64_t changed = 0;
+  write_transaction(*conn_, options_.write_attempts, [&] {
+    Query r(*conn_, "UPDATE results SET template_hash = ?2 WHERE template_hash = ?1");
+    changed = r.bind(1, from).bind(2, to).run();
+    Query e(*conn_, "UPDATE environments SET template_hash = ?2 WHERE template_hash = ?1");
+    e.bind(1, from).bind(2, to).run();
+  });
+  return changed;
+}
+
 PruneReport TuningDb::prune(const PruneFilter& f) {
   std::lock_guard lock(mutex_);
   Impl::require_writable(*this);

@@ -112,4 +112,20 @@ std::optional<ModuleRecord> TuningDb::get_module(const std::string& key, const s
   return m;
 }
 
+std::vector<ModuleRecord> TuningDb::modules() {
+  std::lock_guard lock(mutex_);
+  static const std::string sql = module_select() + "ORDER BY m.key";
+  Query q(*conn_, sql.c_str());
+  std::vector<ModuleRecord> out;
+  while (q.step()) {
+    ModuleRecord m;
+    if (std::string why = decode_module(q, m); !why.empty()) {
+      log_warn("tuning database {}: a module rejected: {}", path_.string(), why);
+      continue;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace dfgnn::db

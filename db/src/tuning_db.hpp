@@ -369,6 +369,8 @@ class TuningDb {
   // template_hash / nvrtc_version / arch are given (non-empty / non-zero) a mismatch is a miss.
   std::optional<ModuleRecord> get_module(const std::string& key, const std::string& template_hash = {},
                                          int32_t nvrtc_version = 0, int32_t arch = 0);
+  // Every module, in key order (a malformed row is skipped and logged): the shipped-file tools'.
+  std::vector<ModuleRecord> modules();
 
   // ---- maintenance (CLI)
   // Imports every run and module of the database file at path that is not here yet, then
@@ -388,6 +390,11 @@ class TuningDb {
   // Deletes matching runs, then results left without runs (and unused fingerprints and
   // environments), recomputes the rest. Throws INVALID_ARGUMENT for an empty filter.
   PruneReport prune(const PruneFilter& filter);
+  // Stamps the results tuned with kernel source `from`, and their environments, as tuned with `to`,
+  // in one transaction; returns the results changed. Only for a kernel change that left the machine
+  // code of every tuned kernel as it was (dfgnn-db restamp checks that before calling this). Throws
+  // INVALID_ARGUMENT for an empty or equal pair of hashes.
+  int64_t restamp(const std::string& from, const std::string& to);
   // Every problem found: SQLite's integrity and foreign-key checks, then every row (results
   // validated as for find_exact but against their own stored key, runs, candidate statistics,
   // fingerprints, environments, modules), and results that disagree with their pooled runs.

@@ -5,7 +5,9 @@
 #include "raw_sql.hpp"
 #include "test_util.hpp"
 
+#include "context.hpp"
 #include "dispatch.hpp"
+#include "nvrtc.hpp"
 #include "schedule.hpp"
 #include "tuning_db.hpp"
 
@@ -447,6 +449,81 @@ TEST(Cli, DbPrune) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "from 0 to 1000000")) << r.output;
   EXPECT_EQ(db("--db " + quote(path) + " list --older-than 3").code, 2);
+}
+
+// Modules of the given names, compiled by this build and stored under kernel source `source`.
+void put_modules(const std::string& path, const std::vector<std::vector<std::string>>& modules,
+                 const std::string& source, const std::vector<char>* image = nullptr) {
+  auto file = dfgnn::db::TuningDb::open_user(path);
+  for (const std::vector<std::string>& names : modules) {
+    const dfgnn::Cubin cubin = dfgnn::compile(names, 90);
+    dfgnn::db::ModuleRecord m;
+    m.key = fmt::format("{}-{}", source, names.front());
+    m.image = dfgnn::packed_module_image(image != nullptr ? *image : cubin.image);
+    m.names = names;
+    m.lowered = cubin.lowered;
+    m.arch = 90;
+    m.nvrtc_version = 13000;
+    m.template_hash = source;
+    file->put_module(m);
+  }
+}
+
+std::vector<std::string> stamps_of(const std::string& path) {
+  std::vector<std::string> out;
+  for (const auto& s : dfgnn::db::TuningDb::open_read_only(path, {})->build_stamps()) out.push_back(s.template_hash);
+  return out;
+}
+
+// The winners (test_environment's kernel source 0123456789abcdef) are re-stamped only when every
+// module without dropout has the same machine code in this build; a dropout module is not compared.
+TEST(Cli, DbRestampChecksTheMachineCodeFirst) {
+  TempDir dir;
+  const std::string winners = dir / "winners.db", old_modules = dir / "old.db", new_modules = dir / "new.db";
+  const std::string old_source = "0123456789abcdef", current = dfgnn::kernel_source_hash();
+  put(winners, 1, kValid, kOther);
+  const std::vector<std::string> a{"&dfgnn::reduce_nodes_stage2<false>"}, b{"&dfgnn::reduce_nodes_stage2<true>"};
+  const std::vector<std::string> dropout{
+      "&dfgnn::rows_kernel<dfgnn::Forward<dfgnn::Geo<float,7,1,8,1,false,1,true>,dfgnn::Gat>,32,1>"};
+  put_modules(old_modules, {a, b, dropout}, old_source);
+  const std::string restamp = "--db " + quote(winners) + " restamp " + quote(old_modules) + " ";
+
+  // Another machine code for b (a's image under b's names), then b missing: refused, nothing changed.
+  const std::string other = dir / "other.db", missing = dir / "missing.db";
+  put_modules(other, {a}, current);
+  const std::vector<char> a_image = dfgnn::compile(a, 90).image;
+  put_modules(other, {b}, current, &a_image);
+  Result r = db(restamp + quote(other));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "reduce_nodes_stage2<true>: other machine code")) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 of 2 modules without dropout changed")) << r.output;
+  put_modules(missing, {a}, current);
+  r = db(restamp + quote(missing));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "reduce_nodes_stage2<true>: not in")) << r.output;
+  EXPECT_EQ(stamps_of(winners), std::vector<std::string>{old_source});
+
+  // The same code: re-stamped, results and environments.
+  put_modules(new_modules, {a, b}, current);
+  r = db(restamp + quote(new_modules));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 result(s) from kernel source " + old_source + " to " + current +
+                                     ": 2 module(s) of the same machine code, 1 with dropout not compared"))
+      << r.output;
+  EXPECT_EQ(stamps_of(winners), std::vector<std::string>{current});
+  EXPECT_EQ(raw_int(winners, "SELECT count(*) FROM environments WHERE template_hash = '" + current + "'"), 1);
+  EXPECT_EQ(raw_int(winners, "SELECT count(*) FROM environments WHERE template_hash != '" + current + "'"), 0);
+  EXPECT_EQ(db("--db " + quote(winners) + " verify").code, 0);
+  // Nothing left to re-stamp; the new file as the old one; bad arguments.
+  r = db(restamp + quote(new_modules));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "holds no result of kernel source " + old_source)) << r.output;
+  r = db("--db " + quote(winners) + " restamp " + quote(new_modules) + " " + quote(new_modules));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "is of this build's kernel source already")) << r.output;
+  r = db("--db " + quote(winners) + " restamp " + quote(old_modules));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THROW(dfgnn::db::TuningDb::open_user(winners)->restamp(current, current), dfgnn::db::DbError);
 }
 
 TEST(Cli, DbVerify) {
