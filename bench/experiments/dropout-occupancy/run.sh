@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Does attention dropout cost its passes through occupancy? One device call, within DEADLINE seconds
+# (540): the A/B of bench/ab-dropout.txt, plain and with --dropout 0.6, .ab/base.tgz (the tree before
+# the held dropout kernels) against this tree; dfgnn-verify --tiny of this tree (the float64 reference,
+# dropout cases included); a second A/B round; then, time left, ncu's registers, occupancy and
+# instructions of R-MAT 2^20 GAT 1x7 and 8x8's rows kernels in both trees.
+# Usage (device, repository root): bash bench/experiments/dropout-occupancy/run.sh OUTDIR
+set -uo pipefail
+out=${1:?outdir}
+deadline=${DEADLINE:-540}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH LD_LIBRARY_PATH=/opt/dfgnn-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+ab_round() {
+  AB_CASES=bench/ab-dropout.txt bash bench/shapes-gpu.sh "$out/p0$1" ab > "$out/p0$1.log" 2>&1
+  AB_CASES=bench/ab-dropout.txt AB_BENCH_ARGS="--dropout 0.6" bash bench/shapes-gpu.sh "$out/p6$1" ab > "$out/p6$1.log" 2>&1
+  echo "A/B round $1 done at $SECONDS s"; tail -14 "$out/p0$1.log"; tail -14 "$out/p6$1.log"
+}
+ab_round a
+cmake --build build-gpu -j "$(nproc)" --target dfgnn-verify > "$out/verify-build.log" 2>&1 || tail -20 "$out/verify-build.log"
+timeout $((deadline - SECONDS - 60 > 30 ? deadline - SECONDS - 60 : 30)) \
+  build-gpu/tools/dfgnn-verify --tiny --repo . --threads 16 > "$out/verify-tiny.log" 2>&1
+echo "dfgnn-verify --tiny exit $?: $(grep -E 'cases:' "$out/verify-tiny.log") ($SECONDS s)"
+grep FAIL "$out/verify-tiny.log" | head -10
+[ $SECONDS -lt $((deadline - 45)) ] && ab_round b
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -1)
+[ -n "$ncu" ] || { echo "no ncu"; exit 0; }
+metrics=gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,\
+sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size,launch__block_size
+for c in "1 7 hub_split:lanes=8,groups=32,vec=1,threshold=128,chunk=128" \
+         "8 8 hub_split:lanes=16,heads=8,groups=16,vec=4,threshold=128,chunk=128"; do
+  read -r h dim sched <<< "$c"
+  for v in base new; do
+    [ $SECONDS -lt $((deadline - 25)) ] || { echo "ncu: out of time"; exit 0; }
+    bench=build-gpu/tools/dfgnn-bench; [ $v = base ] && bench=/tmp/dfgnn-ab-base/build/tools/dfgnn-bench
+    timeout 20 "$ncu" --clock-control none --print-units base --metrics "$metrics" --csv -k regex:rows_kernel \
+      "$bench" --rmat 20 --model gat --heads "$h" --dim "$dim" --direction both --schedules "$sched" \
+      --warmup 0 --iters 1 --rotations 1 --no-baseline --dropout 0.6 > "$out/ncu-$v-$h$dim.csv" 2> "$out/ncu-$v-$h$dim.log"
+    echo "ncu $v ${h}x$dim p=0.6: exit $? ($SECONDS s)"
+  done
+done
