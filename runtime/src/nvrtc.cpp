@@ -362,7 +362,7 @@ std::shared_ptr<const Cubin> ModuleCache::cubin(const std::vector<std::string>& 
   return cubins_.emplace(k, std::move(compiled)).first->second;
 }
 
-std::vector<std::string> ModuleCache::resident_names(const std::vector<std::string>& names, int arch) {
+Cubin ModuleCache::compile_resident(const std::vector<std::string>& names, int arch) {
   std::vector<std::string> siblings = names;
   bool dropout = false;
   for (std::string& kernel : siblings)
@@ -370,31 +370,51 @@ std::vector<std::string> ModuleCache::resident_names(const std::vector<std::stri
       kernel = std::move(*sibling);
       dropout = true;
     }
-  if (!dropout) return names;
+  if (!dropout) return compile(names, arch);
   const std::shared_ptr<const Cubin> sibling = cubin(siblings, arch);
-  std::map<std::string, KernelResources> resources;
+  std::map<std::string, KernelResources> timed;
   try {
-    resources = CubinElf(sibling->image).resources();
+    timed = CubinElf(sibling->image).resources();
   } catch (const std::exception& e) {
     log().warn("dropout kernels compiled at their own occupancy: the module without dropout is unreadable ({})",
                e.what());
-    return names;
+    return compile(names, arch);
   }
-  std::vector<std::string> out = names;
+  std::vector<std::string> held = names;
   for (size_t k = 0; k < names.size(); ++k) {
-    const auto it = resources.find(sibling->lowered.at(k));
-    if (it == resources.end()) continue;
-    if (std::optional<std::string> held =
+    const auto it = timed.find(sibling->lowered.at(k));
+    if (it == timed.end()) continue;
+    if (std::optional<std::string> h =
             held_resident(names[k], resident_blocks(it->second.registers, it->second.max_threads, arch)))
-      out[k] = std::move(*held);
+      held[k] = std::move(*h);
   }
-  return out;
+  if (held == names) return compile(names, arch);
+  Cubin made = compile(held, arch);
+  // A kernel held into spilling (a larger stack frame than its sibling's) is not what was timed
+  // either: it keeps its own occupancy instead.
+  std::map<std::string, KernelResources> mine;
+  try {
+    mine = CubinElf(made.image).resources();
+  } catch (const std::exception&) {
+  }
+  bool spilled = false;
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (held[k] == names[k]) continue;
+    const auto a = mine.find(made.lowered[k]), b = timed.find(sibling->lowered[k]);
+    if (a == mine.end() || b == timed.end() || a->second.frame_bytes > b->second.frame_bytes) {
+      held[k] = names[k];
+      spilled = true;
+    }
+  }
+  if (!spilled) return made;
+  log().debug("dropout kernels of {} compiled at their own occupancy: held, they spill", names.front());
+  return held == names ? compile(names, arch) : compile(held, arch);
 }
 
 Cubin ModuleCache::compile_logged(const std::vector<std::string>& names, int arch, const std::string& why) {
   const auto start = std::chrono::steady_clock::now();
   // The module keeps the names asked for: the lowered names lead to the held kernels.
-  Cubin made = compile(resident_names(names, arch), arch);
+  Cubin made = compile_resident(names, arch);
   made.names = names;
   made.origin = "compiled";
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

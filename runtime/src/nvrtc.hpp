@@ -109,10 +109,11 @@ class ModuleCache {
   static std::string key(const std::vector<std::string>& names, int arch);
   // NVRTC for `names`, timed, logged with `why` and counted; origin "compiled".
   Cubin compile_logged(const std::vector<std::string>& names, int arch, const std::string& why);
-  // The names NVRTC compiles for `names`: each dropout kernel held at the resident blocks of its
-  // sibling without dropout (kernel_names.hpp's held_resident), the kernel the tuner timed, whose
-  // module this cache provides (from memory, the store or NVRTC) and whose registers it reads.
-  std::vector<std::string> resident_names(const std::vector<std::string>& names, int arch);
+  // NVRTC for `names`, each dropout kernel held at the resident blocks of its sibling without
+  // dropout (kernel_names.hpp's held_resident), the kernel the tuner timed, whose module this cache
+  // provides (from memory, the store or NVRTC) and whose registers it reads; a kernel that would
+  // spill when held keeps its own occupancy. The lowered names are the compiled kernels'.
+  Cubin compile_resident(const std::vector<std::string>& names, int arch);
   ModuleStore* store_ = nullptr;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const Cubin>> cubins_;

@@ -165,6 +165,25 @@ TEST(CubinElf, DropoutModulesKeepTheirSiblingsOccupancy) {
               dfgnn::resident_blocks(theirs.registers, theirs.max_threads, 90))
         << mine.registers << " registers against " << theirs.registers;
   }
+  // Every held kernel spills no more than its sibling, and a kernel that would is compiled at its own
+  // occupancy: PyG's 8 x 8 hidden layer, whose row pass held at its sibling's 6 blocks (40 registers)
+  // would spill.
+  dfgnn_op_t hidden = dfgnnOpDefault(DFGNN_MODEL_GAT, DFGNN_DTYPE_FLOAT32, 8, 8);
+  const dfgnn::Schedule wide = dfgnn::parse_schedule("hub_split:lanes=16,heads=8,groups=16,vec=4,threshold=128,chunk=128");
+  for (dfgnn::PassKind pass : {dfgnn::PassKind::Forward, dfgnn::PassKind::BackwardRow, dfgnn::PassKind::BackwardCol}) {
+    dfgnn::ModuleCache cache;
+    dfgnn_op_t dropped = hidden;
+    dropped.dropout = 0.6f;
+    const auto module = cache.cubin(dfgnn::pass_kernel_names(dropped, pass, wide), 90);
+    const auto sibling = cache.cubin(dfgnn::pass_kernel_names(hidden, pass, wide), 90);
+    const auto mine = dfgnn::CubinElf(module->image).resources(), theirs = dfgnn::CubinElf(sibling->image).resources();
+    const auto& a = mine.at(module->lowered[0]);
+    const auto& b = theirs.at(sibling->lowered[0]);
+    SCOPED_TRACE(module->lowered[0]);
+    EXPECT_LE(a.frame_bytes, b.frame_bytes);
+    if (module->lowered[0].find("Resident") != std::string::npos)
+      EXPECT_GE(dfgnn::resident_blocks(a.registers, a.max_threads, 90), dfgnn::resident_blocks(b.registers, b.max_threads, 90));
+  }
   // A module without dropout compiles alone and as named.
   dfgnn::ModuleCache cache;
   const auto plain = cache.cubin(names_of(class_layer(0), dfgnn::PassKind::Forward), 90);
