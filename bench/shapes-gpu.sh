@@ -11,6 +11,7 @@
 #           corpus runs past a device call, more than 400 s on an H100 with its modules cached; MEMCHECK_SECONDS
 #           bounds it, 480), after the
 #           part's own verify run, which compiles its modules; the N parts together are the whole corpus
+#   targets this tree's CMake targets named by SHAPES_ARGS (e.g. dfgnn-verify dfgnn-bench), nothing else
 #   build   unpacks .devdeps, then at once: tools/gpu-check.sh "tests" (Release build, GPU ctest,
 #           compute-sanitizer memcheck of dfgnn-verify --tiny, the device graph build's sanitizers)
 #           and the Python package's install (bench/run-python-gpu.sh's install step)
@@ -114,6 +115,10 @@ build_ab_pair() {
 }
 
 case $phase in
+  targets)
+    # Only this tree's CMake targets (SHAPES_ARGS), configured and the deps unpacked on a fresh machine.
+    build_targets "$@"
+    ;;
   build)
     # One unpack before the two builds (each would unpack the same files into the same prefix).
     unpack_deps
