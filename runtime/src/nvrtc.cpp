@@ -406,8 +406,12 @@ Cubin ModuleCache::compile_resident(const std::vector<std::string>& names, int a
       spilled = true;
     }
   }
+  const size_t kept = static_cast<size_t>(std::count_if(held.begin(), held.end(), [](const std::string& n) {
+    return n.find("dfgnn::Resident<") != std::string::npos;
+  }));
+  log().debug("{}: {} dropout kernel(s) held at their sibling's resident blocks{}", describe_names(names), kept,
+              spilled ? ", others at their own (held, they spill)" : "");
   if (!spilled) return made;
-  log().debug("dropout kernels of {} compiled at their own occupancy: held, they spill", names.front());
   return held == names ? compile(names, arch) : compile(held, arch);
 }
 
