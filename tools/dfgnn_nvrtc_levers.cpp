@@ -423,6 +423,15 @@ int main(int argc, char** argv) {
             if (line.find("registers") != std::string::npos || line.find("spill") != std::string::npos)
               std::printf("  %-14s %s\n", v.name.c_str(), line.c_str());
           }
+          // What a kernel's registers cost in resident blocks: the figure the runtime holds dropout kernels to.
+          try {
+            for (const auto& [kernel, res] : dfgnn::CubinElf(r.cubin).resources())
+              std::printf("  %-14s occupancy %s: %d registers, %d threads, %d blocks per SM, %d-byte frame\n",
+                          v.name.c_str(), kernel.c_str(), res.registers, res.max_threads,
+                          dfgnn::resident_blocks(res.registers, res.max_threads, o.arch), res.frame_bytes);
+          } catch (const std::exception& e) {
+            std::printf("  %-14s occupancy unreadable: %s\n", v.name.c_str(), e.what());
+          }
         }
       }
       return 0;
