@@ -553,7 +553,8 @@ int cmd_restamp(const fs::path& user, const std::string& old_path, const std::st
   for (const ModuleRecord& m : before)
     if (m.template_hash != old_source)
       throw Failure{fmt::format("restamp: {} mixes kernel sources ({} and {})", old_path, old_source, m.template_hash)};
-  if (old_source == current) throw Failure{fmt::format("restamp: {} is of this build's kernel source already", old_path)};
+  if (old_source == current)
+    throw Failure{fmt::format("restamp: {} is of this build's kernel source already", old_path)};
   std::map<std::vector<std::string>, const ModuleRecord*> by_names;
   for (const ModuleRecord& m : after) {
     if (m.template_hash != current)
@@ -561,6 +562,9 @@ int cmd_restamp(const fs::path& user, const std::string& old_path, const std::st
                                 new_path, m.template_hash, current)};
     by_names[m.names] = &m;
   }
+  auto code = [](const ModuleRecord& r) {
+    return dfgnn::CubinElf(dfgnn::unpacked_module_image(r.image)).machine_code();
+  };
   size_t same = 0, dropout = 0;
   std::vector<std::string> changed;
   for (const ModuleRecord& m : before) {
@@ -573,9 +577,6 @@ int cmd_restamp(const fs::path& user, const std::string& old_path, const std::st
       changed.push_back(fmt::format("{}: not in {}", m.names.front(), new_path));
       continue;
     }
-    auto code = [](const ModuleRecord& r) {
-      return dfgnn::CubinElf(dfgnn::unpacked_module_image(r.image)).machine_code();
-    };
     if (code(m) == code(*it->second)) ++same;
     else changed.push_back(fmt::format("{}: other machine code", m.names.front()));
   }
@@ -587,7 +588,8 @@ int cmd_restamp(const fs::path& user, const std::string& old_path, const std::st
   }
   auto db = TuningDb::open_user(user, db_options());
   const int64_t results = db->restamp(old_source, current);
-  if (results == 0) throw Failure{fmt::format("restamp: {} holds no result of kernel source {}", user.string(), old_source)};
+  if (results == 0)
+    throw Failure{fmt::format("restamp: {} holds no result of kernel source {}", user.string(), old_source)};
   say("restamped {}: {} result(s) from kernel source {} to {}: {} module(s) of the same machine code, {} with "
       "dropout not compared",
       user.string(), results, old_source, current, same, dropout);

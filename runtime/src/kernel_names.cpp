@@ -32,16 +32,20 @@ const char* pass_template(PassKind pass) {
   return "?";
 }
 
+// Geo's arguments after (T, D, H, L, V, E): the heads of a group and whether dropout is compiled in,
+// each left to its default (1, false) where it can be, so that one-head names without dropout read
+// as they always did.
+std::string geo_tail(const std::string& heads, bool dropout) {
+  return dropout ? "," + heads + ",true" : heads == "1" ? "" : "," + heads;
+}
+
 }  // namespace
 
 std::string geo_type(const dfgnn_op_t& op, int32_t lanes, int32_t heads, int32_t vec, bool edge_features,
                      bool dropout) {
-  // Geo's L is the lanes of one head; a group of `lanes` spans `heads` of them, and the last
-  // argument compiles dropout in. Both are left to their defaults (1, false) where they can be, so
-  // that one-head names without dropout read as they always did.
-  const std::string tail = dropout ? fmt::format(",{},true", heads) : heads == 1 ? "" : fmt::format(",{}", heads);
+  // Geo's L is the lanes of one head; a group of `lanes` spans `heads` of them.
   return fmt::format("dfgnn::Geo<{},{},{},{},{},{}{}>", element_type(op.dtype), op.dim, op.heads, lanes / heads, vec,
-                     edge_features ? "true" : "false", tail);
+                     edge_features ? "true" : "false", geo_tail(std::to_string(heads), dropout));
 }
 
 std::string pass_type(const dfgnn_op_t& op, PassKind pass, int32_t lanes, int32_t heads, int32_t vec) {
@@ -94,8 +98,8 @@ std::string reduce_stage2_kernel(const dfgnn_op_t& op) {
 
 namespace {
 
-// The geometry of a rows or balanced kernel's name that compiles dropout in: where "dfgnn::Geo<...>"
-// lies and its arguments (T, D, H, L, V, E, HG, P: geo_type writes all eight when P is set).
+// The geometry of a kernel name that compiles dropout in: where "dfgnn::Geo<...>" lies and its
+// arguments (T, D, H, L, V, E, HG, P: geo_type writes all eight when P is set).
 struct DropoutGeo {
   size_t begin = 0, end = 0;  // [begin, end) spans "dfgnn::Geo<...>"
   std::vector<std::string> args;
@@ -125,11 +129,9 @@ std::optional<DropoutGeo> dropout_geo(const std::string& kernel) {
 std::optional<std::string> without_dropout(const std::string& kernel) {
   const std::optional<DropoutGeo> g = dropout_geo(kernel);
   if (!g) return std::nullopt;
-  // As geo_type writes it without dropout: the heads of a group only when not 1.
   std::string geo = "dfgnn::Geo<" + g->args[0];
   for (size_t k = 1; k < 6; ++k) geo += "," + g->args[k];
-  if (g->args[6] != "1") geo += "," + g->args[6];
-  geo += ">";
+  geo += geo_tail(g->args[6], false) + ">";
   return kernel.substr(0, g->begin) + geo + kernel.substr(g->end);
 }
 
@@ -138,8 +140,8 @@ std::optional<std::string> held_resident(const std::string& kernel, int blocks) 
     return std::nullopt;  // not a kernel whose launch bounds ask for resident blocks (schedules.cuh)
   const std::optional<DropoutGeo> g = dropout_geo(kernel);
   if (!g || blocks < 1) return std::nullopt;
-  return fmt::format("{}dfgnn::Resident<{},{}>{}", kernel.substr(0, g->begin), kernel.substr(g->begin, g->end - g->begin),
-                     blocks, kernel.substr(g->end));
+  return fmt::format("{}dfgnn::Resident<{},{}>{}", kernel.substr(0, g->begin),
+                     kernel.substr(g->begin, g->end - g->begin), blocks, kernel.substr(g->end));
 }
 
 }  // namespace dfgnn

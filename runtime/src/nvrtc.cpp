@@ -411,8 +411,7 @@ Cubin ModuleCache::compile_resident(const std::vector<std::string>& names, int a
   }));
   log().debug("{}: {} dropout kernel(s) held at their sibling's resident blocks{}", describe_names(names), kept,
               spilled ? ", others at their own (held, they spill)" : "");
-  if (!spilled) return made;
-  return held == names ? compile(names, arch) : compile(held, arch);
+  return spilled ? compile(held, arch) : made;
 }
 
 Cubin ModuleCache::compile_logged(const std::vector<std::string>& names, int arch, const std::string& why) {
