@@ -18,16 +18,19 @@ for p in ("0", "6"):
             tree, k = os.path.basename(path)[3:-5].split("-")
             doc = json.load(open(path))
             for g in doc.get("graphs", []):
-                for row in g.get("rows", []):
+                for row in g.get("results", []):  # dfgnn-bench's JSON
                     key = (int(k), row["schedule"], row["direction"], tree, p)
                     times.setdefault(key, []).append(row["median_ms"])
 med = {k: statistics.median(v) for k, v in times.items()}
+number = lambda text: float(str(text).replace(",", ""))  # ncu's CSV groups thousands
 rows = []
 print("| graph | op | schedule | pass | base ms | +dropout | cost | new ms | +dropout | cost | new/base with dropout |")
 print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for (k, sched, direction) in sorted({key[:3] for key in med}):
     g = lambda tree, p: med.get((k, sched, direction, tree, p), float("nan"))
     b0, b6, n0, n6 = g("base", "0"), g("base", "6"), g("new", "0"), g("new", "6")
+    if any(x != x for x in (b0, b6, n0, n6)):
+        continue  # a default pair that only one tree chose
     graph, op = cases[k - 1][0].strip(), cases[k - 1][1].strip()
     short = sched.split(",threshold")[0].replace(",team=1", "")
     print(f"| {graph} | {op} | `{short}` | {direction} | {b0:.4f} | {b6:.4f} | {b6 / b0:.2f} | {n0:.4f} | {n6:.4f} | "
@@ -48,7 +51,7 @@ if ncu:
     print("|---|---|---:|---|---:|---:|---:|---:|")
     for r in ncu:
         print(f"| {r['tree']} | {r['shape']} | {r['launch']} | `{r['kernel'][:60]}` | "
-              f"{float(r.get('gpu__time_duration.sum', 'nan')) / 1e3:.1f} | {r.get('launch__registers_per_thread')} | "
+              f"{number(r.get('gpu__time_duration.sum', 'nan')) / 1e3:.1f} | {r.get('launch__registers_per_thread')} | "
               f"{r.get('sm__warps_active.avg.pct_of_peak_sustained_active')} | {r.get('smsp__inst_executed.sum')} |")
 if len(sys.argv) > 3 and sys.argv[2] == "--json":
     json.dump({"ab": rows, "ncu": ncu}, open(sys.argv[3], "w"), indent=1)
