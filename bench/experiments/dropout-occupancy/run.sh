@@ -3,8 +3,14 @@
 # (540): dfgnn-verify --tiny of this tree (the float64 reference, the held dropout kernels among its
 # cases); the A/B of bench/ab-dropout.txt, plain and with --dropout 0.6, .ab/base.tgz (the tree before
 # the held dropout kernels) against this tree, in two rounds as time allows; then, time left, ncu's
-# registers, occupancy and instructions of R-MAT 2^20 GAT 1x7 and 8x8's rows kernels in both trees.
+# registers, occupancy and instructions of R-MAT 2^20 GAT 1x7 and 8x8's rows kernels in both trees with
+# dropout, and in this tree without (new0).
 # Usage (device, repository root): bash bench/experiments/dropout-occupancy/run.sh OUTDIR
+# Holding the kernels that spill too (GAT 8x8's row pass), against this tree as it is: here,
+#   AB_BASE=HEAD bash bench/carry-inputs.sh ab && git apply bench/experiments/dropout-occupancy/hold-spills.patch
+# then on the device DFGNN_SHIPPED_DB=off bash bench/experiments/dropout-occupancy/run.sh OUTDIR (both trees
+# compile their own modules: the shipped modules file holds dropout kernels by this tree's rule, and the
+# patch changes no kernel source, so its modules would have the same keys).
 set -uo pipefail
 out=${1:?outdir}
 deadline=${DEADLINE:-540}
@@ -25,16 +31,19 @@ grep FAIL "$out/verify-tiny.log" | head -10
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -1)
 [ -n "$ncu" ] || { echo "no ncu"; exit 0; }
 metrics=gpu__time_duration.sum,launch__registers_per_thread,launch__occupancy_limit_registers,\
-sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size,launch__block_size
+sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size,launch__block_size,\
+smsp__issue_active.avg.pct_of_peak_sustained_active,dram__bytes.sum
 for c in "1 7 hub_split:lanes=8,groups=32,vec=1,threshold=128,chunk=128" \
          "8 8 hub_split:lanes=16,heads=8,groups=16,vec=4,threshold=128,chunk=128"; do
   read -r h dim sched <<< "$c"
-  for v in base new; do
+  # new0: this tree without dropout, what the held kernels' remaining cost is measured against
+  for v in base new new0; do
     [ $SECONDS -lt $((deadline - 25)) ] || { echo "ncu: out of time"; exit 0; }
     bench=build-gpu/tools/dfgnn-bench; [ $v = base ] && bench=/tmp/dfgnn-ab-base/build/tools/dfgnn-bench
+    rate=0.6; [ $v = new0 ] && rate=0
     timeout 20 "$ncu" --clock-control none --print-units base --metrics "$metrics" --csv -k regex:rows_kernel \
       "$bench" --rmat 20 --model gat --heads "$h" --dim "$dim" --direction both --schedules "$sched" \
-      --warmup 0 --iters 1 --rotations 1 --no-baseline --dropout 0.6 > "$out/ncu-$v-$h$dim.csv" 2> "$out/ncu-$v-$h$dim.log"
-    echo "ncu $v ${h}x$dim p=0.6: exit $? ($SECONDS s)"
+      --warmup 0 --iters 1 --rotations 1 --no-baseline --dropout $rate > "$out/ncu-$v-$h$dim.csv" 2> "$out/ncu-$v-$h$dim.log"
+    echo "ncu $v ${h}x$dim p=$rate: exit $? ($SECONDS s)"
   done
 done

@@ -1,6 +1,7 @@
 """Tables of run.sh's output: per case, schedule and direction, each tree's time without and with
 dropout 0.6 (dfgnn-bench medians, CUDA events), dropout's cost in each tree, and the new tree's time
-with dropout over the base's; medians over the A/B rounds. Then ncu's rows kernels, if any.
+with dropout over the base's; medians over the A/B rounds. Then ncu's rows kernels, if any (tree new0:
+this tree without dropout).
 Usage: python3 summarize.py OUTDIR [--json FILE]"""
 import csv
 import glob
@@ -47,11 +48,13 @@ for path in sorted(glob.glob(f"{out}/ncu-*.csv")):
     for (i, name), m in by.items():
         ncu.append(dict(tree=tree, shape=shape, launch=int(i), kernel=name[:90], **m))
 if ncu:
-    print("\n| tree | shape | launch | kernel | us | registers | warps active % | instructions |")
-    print("|---|---|---:|---|---:|---:|---:|---:|")
+    print("\n| tree | shape | launch | kernel | us | registers | warps active % | instructions | issue active % | DRAM MB |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in ncu:
         print(f"| {r['tree']} | {r['shape']} | {r['launch']} | `{r['kernel'][:60]}` | "
               f"{number(r.get('gpu__time_duration.sum', 'nan')) / 1e3:.1f} | {r.get('launch__registers_per_thread')} | "
-              f"{r.get('sm__warps_active.avg.pct_of_peak_sustained_active')} | {r.get('smsp__inst_executed.sum')} |")
+              f"{r.get('sm__warps_active.avg.pct_of_peak_sustained_active')} | {r.get('smsp__inst_executed.sum')} | "
+              f"{r.get('smsp__issue_active.avg.pct_of_peak_sustained_active', '')} | "
+              f"{number(r['dram__bytes.sum']) / 1e6 if 'dram__bytes.sum' in r else float('nan'):.1f} |")
 if len(sys.argv) > 3 and sys.argv[2] == "--json":
     json.dump({"ab": rows, "ncu": ncu}, open(sys.argv[3], "w"), indent=1)
