@@ -406,9 +406,8 @@ Cubin ModuleCache::compile_resident(const std::vector<std::string>& names, int a
       spilled = true;
     }
   }
-  const size_t kept = static_cast<size_t>(std::count_if(held.begin(), held.end(), [](const std::string& n) {
-    return n.find("dfgnn::Resident<") != std::string::npos;
-  }));
+  size_t kept = 0;
+  for (size_t k = 0; k < names.size(); ++k) kept += held[k] != names[k];
   log().debug("{}: {} dropout kernel(s) held at their sibling's resident blocks{}", describe_names(names), kept,
               spilled ? ", others at their own (held, they spill)" : "");
   return spilled ? compile(held, arch) : made;
