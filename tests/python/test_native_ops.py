@@ -265,6 +265,38 @@ def test_auto_loads_a_built_library_at_once(native_lib, fresh_state):
     assert s["available"] and s["library"] == str(native_lib)
 
 
+def _import_state(env_updates):
+    """What a fresh process's `import dfgnn.torch` decided about the native ops, before any call: the
+    status it stored (or None) and whether it started a builder."""
+    import json, os, subprocess, sys
+    env = dict(os.environ, **env_updates)
+    code = ("import json, dfgnn.torch._native as n; "
+            "print(json.dumps([None if n._state is None else n._state[1], n._builder is not None]))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@requires_torch
+def test_import_loads_a_built_library(native_lib):
+    """A built library loads with the package, so a process's first call does not pay its load; the
+    import builds nothing, and DFGNN_TORCH_NATIVE=0 keeps it unloaded."""
+    cache = {"DFGNN_NATIVE_CACHE_DIR": str(native_lib.parents[1])}
+    state, building = _import_state(dict(cache, DFGNN_TORCH_NATIVE="auto"))
+    assert state == {"mode": "auto", "available": True, "library": str(native_lib), "reason": None}
+    assert not building
+    assert _import_state(dict(cache, DFGNN_TORCH_NATIVE="0")) == [None, False]
+
+
+@requires_torch
+def test_import_without_a_built_library_starts_no_build(tmp_path):
+    """Without a built library the import decides nothing (no builder, no warning): the first CUDA call does."""
+    assert _import_state({"DFGNN_NATIVE_CACHE_DIR": str(tmp_path), "DFGNN_TORCH_NATIVE": "auto"}) == [None, False]
+    assert _import_state({"DFGNN_NATIVE_CACHE_DIR": str(tmp_path), "DFGNN_TORCH_NATIVE": "1"}) == [None, False]
+    assert _import_state({"DFGNN_TORCH_NATIVE": "bogus"}) == [None, False]  # the first call names the bad mode
+    assert not list(tmp_path.iterdir())
+
+
 @requires_torch
 def test_messages_reach_torch_check_as_one_string():
     """On the H200 a TORCH_CHECK with several message arguments (formatted through an ostringstream

@@ -105,9 +105,12 @@ def native_status(wait=False):
     Functions; a failed build falls back with one warning; ``1``: build and wait, a failure is an
     error; ``0``: never), ``library`` the built file, ``reason`` why they are not in use. Calling it
     decides (and starts a build) if no CUDA call has yet; ``wait=True`` waits for that build."""
-    from . import _native
     return _native.status(wait)
 
+
+from . import _native  # noqa: E402
+
+_native.preload()  # a built library loads with the package, not in the first call
 
 __all__ = [
     "graph", "gat", "gatv2", "transformer", "agnn", "OPS", "self_loop_edge_attr", "native_status",

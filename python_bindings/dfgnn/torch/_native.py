@@ -248,6 +248,14 @@ def _forget_builder_in_child():
 os.register_at_fork(after_in_child=_forget_builder_in_child)
 
 
+def _load(path):
+    """torch.ops.dfgnn_native from the built library at path (raises when it does not register the op)."""
+    torch.ops.load_library(str(path))
+    ops = torch.ops.dfgnn_native
+    ops.attention  # noqa: B018 (resolves the op: fails here when the library did not register it)
+    return ops
+
+
 def _decide():
     global _builder
     mode = _mode()
@@ -283,9 +291,7 @@ def _decide():
                 raise RuntimeError("the background build ended without leaving the library in the cache")
         else:
             path = build()
-        torch.ops.load_library(str(path))
-        ops = torch.ops.dfgnn_native
-        ops.attention  # noqa: B018 (resolves the op: fails here when the library did not register it)
+        ops = _load(path)
     except Exception as e:  # noqa: BLE001 (any failure: fall back, or raise when required)
         if mode == "1":
             raise RuntimeError(f"dfgnn.torch: the native ops are required (DFGNN_TORCH_NATIVE=1) but unavailable: {e}") \
@@ -312,6 +318,27 @@ def ops():
                 _state = _decide()
             state = _state
     return state[0]
+
+
+def preload():
+    """At ``import dfgnn.torch``: loads the native ops when they are already built for this torch, so that
+    a process's first call does not pay the library's load (1-2 ms of a first forward, most of it the
+    dynamic loader's). Nothing else is decided here: without a built library, a build (or the fallback
+    and its warning) waits for the first CUDA call, as does any failure (that call decides again and
+    says why). A torch built without CUDA never takes the native path."""
+    global _state
+    if torch.version.cuda is None or _state is not None:
+        return
+    try:
+        mode = _mode()
+        path = None if mode == "0" else _built()[0]
+        if path is None:
+            return
+        with _lock:
+            if _state is None:
+                _state = (_load(path), dict(mode=mode, available=True, library=str(path), reason=None))
+    except Exception:  # noqa: BLE001 (the first call decides again and raises or warns with the reason)
+        pass
 
 
 def status(wait=False):
