@@ -3,7 +3,7 @@ built once per torch version against the installed torch and loaded into torch.o
 
 A torch extension's binary is tied to the torch it was built against, so the package ships the
 source and builds it on the first CUDA eager call (about 15-30 s, once; later processes load the
-cached library), or ahead of time with ``python -m dfgnn.torch._native``. The build needs a C++17 (C++20 for newer torch)
+cached library when they import dfgnn.torch), or ahead of time with ``python -m dfgnn.torch._native``. The build needs a C++17 (C++20 for newer torch)
 compiler (``CXX``, else ``c++``) and the CUDA runtime headers (the CUDA Toolkit's, or those of
 torch's nvidia wheels). Where it cannot be built, dfgnn.torch runs the same kernels through its
 Python autograd Functions, with one warning saying why.
