@@ -2,7 +2,8 @@
 // database, then shows how a second run dispatches from that database. Uses only the public C API.
 //
 // A *problem* is one (graph, model, dtype, direction); each gets --budget seconds of dfgnnTune.
-// Per problem the tool prints the winner, its speedup over the default schedule, the runner-up and
+// Per problem the tool prints the winner, its speedup over the default schedule, what dispatch
+// answered before from the databases (measured right after the default), the runner-up and
 // a dfgnn-bench command that reproduces the measurement, then asks a fresh context on the same
 // database which level answers (dfgnnExplain: "exact" after tuning).
 //
@@ -528,6 +529,9 @@ std::string describe_tuning(const json& report) {
                                               : std::string("speedup over the default unknown"));
     out += fmt::format("    default    {}  {}{}\n", str(pass, "default"), ms_text(pass.value("default_median_ms", json())),
                        pass.value("default_failed", false) ? "  (failed its check)" : "");
+    if (const std::string before = str(pass, "before"); !before.empty())
+      out += fmt::format("    before     {}  {}  ({})\n", before, ms_text(pass.value("before_median_ms", json())),
+                         str(pass, "before_origin"));
     const std::string ru = str(pass, "runner_up");
     out += fmt::format("    runner-up  {}\n", ru.empty() ? std::string("none")
                                                         : ru + "  " + ms_text(pass.value("runner_up_median_ms", json())));

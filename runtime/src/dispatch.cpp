@@ -98,6 +98,12 @@ std::string describe_first_answer(const Decision& d) {
   return level_name(d.origin);
 }
 
+// The in-process caches' key of an op's pass (with max_vec), also the database rows' op part.
+std::string op_part_of(const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
+  return fmt::format("{}:{}:{}:{}:{}:{}:{}", static_cast<int>(op.model), static_cast<int>(op.dtype), op.heads, op.dim,
+                     static_cast<int>(pass), max_vec, op.edge_features);
+}
+
 }  // namespace
 
 std::string describe_origin(const Decision& d) {
@@ -405,9 +411,24 @@ std::optional<Decision> Dispatcher::from_database(const PassProblem& problem, co
   return std::nullopt;
 }
 
+std::optional<Decision> Dispatcher::database_answer(const Graph& graph, const dfgnn_op_t& op, PassKind pass,
+                                                    int32_t max_vec) {
+  if (!environment_known()) return std::nullopt;
+  const PassProblem problem = pass_problem(graph, op, pass, max_vec);
+  const std::string hash = db::fingerprint_hash(serialize_fingerprint(*problem.fingerprint));
+  try {
+    std::optional<Decision> d =
+        from_database(problem, hash, answering_rows(hash, op_part_of(op, pass, max_vec), op_key(op, pass, max_vec)));
+    if (d) d->model = op.model;
+    return d;
+  } catch (const std::exception& e) {
+    log().warn("tuning database lookup failed: {}", e.what());
+    return std::nullopt;
+  }
+}
+
 Decision Dispatcher::decide(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec) {
-  const std::string op_part = fmt::format("{}:{}:{}:{}:{}:{}:{}", static_cast<int>(op.model), static_cast<int>(op.dtype),
-                                          op.heads, op.dim, static_cast<int>(pass), max_vec, op.edge_features);
+  const std::string op_part = op_part_of(op, pass, max_vec);
   const std::string key = fmt::format("{}:{}", graph.id(), op_part);
   const auto cached = [](Decision d) {
     d.level = DispatchLevel::Cache;

@@ -86,6 +86,10 @@ class Dispatcher {
   Dispatcher();
 
   Decision decide(Context& ctx, const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
+  // What the database layers answer for this pass, as decide() would before tuning or the default
+  // rule (an exact row or the nearest tuned graphs), bypassing the in-process caches; none when they
+  // hold nothing that answers or the GPU is unknown. The tuner measures it early (tune_pass).
+  std::optional<Decision> database_answer(const Graph& graph, const dfgnn_op_t& op, PassKind pass, int32_t max_vec);
 
   // Database layers: user_path nullopt = default location ($DFGNN_CACHE_DIR, XDG, ~/.cache),
   // "" = none; site_paths nullopt = $DFGNN_SITE_DB. Takes effect at the next lookup; clears the

@@ -158,6 +158,35 @@ TEST(Dispatch, ExactHitThenCache) {
   EXPECT_EQ(schedule_of(ctx.get(), g.get(), kOp), kWinner);
 }
 
+// database_answer (what the tuner measures right after the default) is what dispatch answers from the
+// layers: the graph's own row, a nearby graph's winner, nothing for a far graph or an empty database,
+// and nothing without a GPU's identity.
+TEST(Dispatch, DatabaseAnswerIsTheLayersAnswer) {
+  TempDir dir;
+  auto ctx = context_on(dir.path / "user.db");
+  auto tuned = hub_graph(ctx.get(), 1);
+  auto similar = hub_graph(ctx.get(), 2);
+  auto uniform = random_graph(ctx.get(), 3000, 8, 5);
+  dfgnn::Dispatcher& dispatcher = dfgnn::context_of(ctx.get()).dispatcher;
+  const auto answer = [&](dfgnn_graph_t g) {
+    return dispatcher.database_answer(dfgnn::graph_of(g), kOp, dfgnn::PassKind::Forward, 4);
+  };
+  EXPECT_FALSE(answer(tuned.get()));  // nothing stored yet
+  store_winner(dir.path / "user.db", tuned.get(), kOp, kWinner, schedule_of(make_context().get(), tuned.get(), kOp));
+  dispatcher.forget();  // as a tuning does once it stored its winner
+  const std::optional<dfgnn::Decision> own = answer(tuned.get());
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->origin, dfgnn::DispatchLevel::Exact);
+  EXPECT_EQ(dfgnn::to_string(own->schedule), kWinner);
+  const std::optional<dfgnn::Decision> near = answer(similar.get());
+  ASSERT_TRUE(near);
+  EXPECT_EQ(near->origin, dfgnn::DispatchLevel::Nearest);
+  EXPECT_EQ(dfgnn::to_string(near->schedule), kWinner);
+  EXPECT_FALSE(answer(uniform.get()));
+  dfgnn::Dispatcher unknown;  // no environment injected and no GPU: no database answer
+  EXPECT_FALSE(unknown.database_answer(dfgnn::graph_of(tuned.get()), kOp, dfgnn::PassKind::Forward, 4));
+}
+
 // The bucket cache never hides a graph's own tuned row: a graph of the same fingerprint bucket as
 // one answered before, but tuned itself, gets its own winner (it got its bucket-mate's before).
 TEST(Dispatch, BucketMatesKeepTheirOwnTunedRows) {

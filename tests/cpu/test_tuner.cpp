@@ -556,6 +556,53 @@ TEST(TunerSearch, BudgetSmallerThanOneCandidateStillMeasuresOne) {
             "default is the only valid measured candidate; budget exhausted with 1 of 3 candidates measured");
 }
 
+// What dispatch answered before tuning (the incumbent) is visited right after the default, so a
+// budget that ends early in the enumeration still measures it and the winner is never slower than
+// it. Listed at its enumeration position instead (the order before), the same budget misses it.
+TEST(TunerSearch, IncumbentIsVisitedSecondSoATightBudgetStillMeasuresIt) {
+  std::vector<std::string> enumerated;
+  for (std::size_t i = 0; i < 100; ++i) enumerated.push_back(name_of(i));
+  const std::vector<Candidate> list = candidate_list(name_of(7), name_of(60), enumerated);
+  ASSERT_EQ(list.size(), 100u);  // the default and the incumbent, also enumerated, are listed once
+  EXPECT_EQ(list[0].text, name_of(7));
+  EXPECT_EQ(list[1].text, name_of(60));
+  EXPECT_EQ(list[2].text, name_of(0));
+  EXPECT_EQ(std::count_if(list.begin(), list.end(), [](const Candidate& c) { return c.is_default; }), 1);
+  EXPECT_TRUE(list[0].is_default);
+  std::set<std::string> texts;
+  for (const Candidate& c : list) texts.insert(c.text);
+  EXPECT_EQ(texts.size(), list.size());
+  // No incumbent, or the default itself: the default, then the enumeration.
+  for (const std::string& none : {std::string(), name_of(7)}) {
+    const std::vector<Candidate> plain = candidate_list(name_of(7), none, enumerated);
+    ASSERT_EQ(plain.size(), 100u);
+    EXPECT_EQ(plain[1].text, name_of(0));
+  }
+
+  // Costs by text: the default 2.0, the incumbent 1.0, the rest 1.5.
+  const auto costs_of = [](const std::vector<Candidate>& l) {
+    std::vector<double> costs;
+    for (const Candidate& c : l) costs.push_back(c.text == name_of(7) ? 2.0 : c.text == name_of(60) ? 1.0 : 1.5);
+    return costs;
+  };
+  std::vector<Candidate> before = candidate_list(name_of(7), "", enumerated);  // the incumbent at position 61
+  for (const auto& [l, incumbent_measured] : {std::pair{list, true}, std::pair{before, false}}) {
+    FakeMeasurer m(costs_of(l), 3, Noise::LogNormal, 0.01);
+    SearchOptions o = options_for(m);
+    o.budget_s = 0.03;  // a few candidates screened, far from all 100
+    const SearchResult r = search(l, m, o);
+    ASSERT_TRUE(r.found);
+    EXPECT_TRUE(r.budget_exhausted);
+    const double winner_cost = costs_of(l)[r.winner_index];
+    if (incumbent_measured) {
+      EXPECT_EQ(r.candidates[1].status, CandidateStatus::Measured) << r.reason;
+      EXPECT_EQ(l[r.winner_index].text, name_of(60)) << r.reason;
+    } else {
+      EXPECT_GT(winner_cost, 1.0) << r.reason;  // why the incumbent goes first
+    }
+  }
+}
+
 TEST(TunerSearch, BudgetRunningOutMidRaceKeepsTheLeader) {
   // Enough to screen everything, not to finish racing the near-ties.
   std::vector<double> costs = {1.5, 1.0, 1.01, 1.02, 2.0, 2.5};

@@ -611,6 +611,18 @@ bool near_tie(const Stats& candidate, const Stats& leader, double pooled_spread,
   return candidate.median <= leader.median * (1.0 + margin);
 }
 
+std::vector<Candidate> candidate_list(const std::string& default_text, const std::string& incumbent,
+                                      const std::vector<std::string>& enumerated) {
+  std::vector<Candidate> out{{default_text, true}};
+  std::set<std::string> seen{default_text};
+  const auto add = [&](const std::string& text) {
+    if (!text.empty() && seen.insert(text).second) out.push_back({text, false});
+  };
+  add(incumbent);
+  for (const std::string& text : enumerated) add(text);
+  return out;
+}
+
 SearchResult search(const std::vector<Candidate>& candidates, Measurer& measurer,
                     const SearchOptions& options) {
   validate(candidates, options);

@@ -213,6 +213,15 @@ struct SearchResult {
   std::string reason;
 };
 
+// The candidates of one tuning, in visiting order: the default (flagged), then `incumbent`, what
+// dispatch answered before this tuning (an earlier winner or the nearest tuned graphs'; empty: none),
+// then the enumeration in its order; each text once. The incumbent is visited second so that a budget
+// spent before the enumeration ends still measures it: tuning then never stores a winner slower than
+// what the graph ran before (2026-12-07c: with 3 s a pass, wiki-chameleon's nearest answer went
+// unmeasured and the tuned GAT 8x8 ran 1.31x slower than it).
+std::vector<Candidate> candidate_list(const std::string& default_text, const std::string& incumbent,
+                                      const std::vector<std::string>& enumerated);
+
 // Runs the protocol above. Throws std::invalid_argument for an empty list, no or several
 // defaults, duplicate texts or inconsistent options; measurer failures never escape.
 SearchResult search(const std::vector<Candidate>& candidates, Measurer& measurer,

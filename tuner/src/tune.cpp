@@ -375,14 +375,17 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   if (pass != PassKind::Forward) defaults.col = default_schedule(pass_problem(graph, op, PassKind::BackwardCol, max_vec));
   const Schedule default_s = pass == PassKind::BackwardCol ? defaults.col : defaults.row;
 
-  std::vector<tuner::Candidate> candidates{{to_string(default_s), true}};
-  std::vector<std::string> texts{candidates[0].text};
-  for (const Schedule& s : enumerate_schedules(problem)) {
-    const std::string text = to_string(s);
-    if (text == candidates[0].text) continue;
-    candidates.push_back({text, false});
-    texts.push_back(text);
+  PassTuning t;
+  t.pass = pass;
+  if (std::optional<Decision> before = ctx.dispatcher.database_answer(graph, op, pass, max_vec)) {
+    t.incumbent = to_string(before->schedule);
+    t.incumbent_origin = describe_origin(*before);
   }
+  std::vector<std::string> enumerated;
+  for (const Schedule& s : enumerate_schedules(problem)) enumerated.push_back(to_string(s));
+  const std::vector<tuner::Candidate> candidates = tuner::candidate_list(to_string(default_s), t.incumbent, enumerated);
+  std::vector<std::string> texts;
+  for (const tuner::Candidate& c : candidates) texts.push_back(c.text);
   PassMeasurer measurer(ctx, graph, op, pass, defaults, texts);
   const std::shared_ptr<db::LayeredDb> layers = ctx.dispatcher.database();
   // The user database now, not after the budget is spent: it is created here if missing, and one that
@@ -393,8 +396,6 @@ PassTuning tune_pass(Context& ctx, const Graph& graph, const dfgnn_op_t& op, Pas
   options.prepare_threads = compile_threads();
   if (layers != nullptr) options.tie = layers->policy().tie;  // the band the database recomputes the winner by
 
-  PassTuning t;
-  t.pass = pass;
   t.compile_threads = options.prepare_threads;
   t.search = tuner::search(candidates, measurer, options);
   t.winner = t.search.found ? parse_schedule(t.search.winner) : default_s;
@@ -437,6 +438,13 @@ std::string describe(const PassTuning& t, bool with_timed) {
   j["default"] = r.default_text;
   j["default_median_ms"] = r.default_stats.median;
   j["speedup_over_default"] = r.speedup_over_default;
+  if (!t.incumbent.empty()) {  // what dispatch answered before this tuning
+    j["before"] = t.incumbent;
+    j["before_origin"] = t.incumbent_origin;
+    const auto before = std::find_if(r.candidates.begin(), r.candidates.end(),
+                                     [&](const tuner::CandidateRecord& c) { return c.text == t.incumbent; });
+    j["before_median_ms"] = before != r.candidates.end() && !before->samples.empty() ? before->stats.median : 0.0;
+  }
   j["runner_up"] = r.has_runner_up ? r.runner_up : "";
   j["runner_up_median_ms"] = r.has_runner_up ? r.runner_up_stats.median : 0.0;
   j["candidates"] = r.candidates.size();

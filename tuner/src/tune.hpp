@@ -28,6 +28,9 @@ struct PassTuning {
     double isolated_ms = 0.0, gpu_ms = 0.0;
   };
   std::map<std::string, Regimes> regimes;
+  // What dispatch answered before this tuning from the databases (empty: none, the default rule
+  // answered), and where it came from (describe_origin); measured right after the default.
+  std::string incumbent, incumbent_origin;
   int compile_threads = 0;    // threads compiling candidates ahead of the race (0: inline)
   bool stored = false;        // written to the user database
   std::string store_error;    // why not, when !stored
