@@ -123,10 +123,26 @@ if breakdown:  # the first forward in steps: each one's work is then done when t
     import dfgnn.torch._native as native
     native.ops()  # the native eager ops' library loaded (or the decision to run without them)
     steps["native_load_ms"] = (time.perf_counter() - t) * 1e3
+
+
+def allocator():  # torch's caching allocator: the segments it has cudaMalloc'ed so far, the bytes it holds
+    return torch.cuda.memory_stats().get("segment.all.allocated", 0), torch.cuda.memory_reserved()
+
+
+def allocated_since(before):
+    seg, held = allocator()
+    return {"segments": seg - before[0], "mb": round((held - before[1]) / 2**20, 1)}
+
+
+# What each phase made torch's allocator take from the driver (a second step reuses it): the first
+# calls' outputs and saved tensors on a large graph are hundreds of MB.
+allocations = {}
+before = allocator()
 t = time.perf_counter()
 y = fn(g, *inputs)
 torch.cuda.synchronize()
 steps["call_ms"] = (time.perf_counter() - t) * 1e3
+allocations["first_forward"] = allocated_since(before)
 out["first_forward_ms"] = sum(steps.values())
 if breakdown:
     out["first_forward_steps"] = steps
@@ -135,12 +151,14 @@ if breakdown:  # profiled: where the first backward's time goes (Python frames; 
     import cProfile, io, pstats
     profile = cProfile.Profile()
     profile.enable()
+before = allocator()
 t = time.perf_counter()
 # A scalar loss, as a training step has: y.backward(tensor) would make torch import its symbolic
 # shapes module (and sympy) on first use, about 2 s on the device's venv, none of it dfgnn's.
 (y * grad).sum().backward()
 torch.cuda.synchronize()
 out["first_backward_ms"] = (time.perf_counter() - t) * 1e3
+allocations["first_backward"] = allocated_since(before)
 if breakdown:
     profile.disable()
     text = io.StringIO()
@@ -148,10 +166,22 @@ if breakdown:
     out["first_backward_profile"] = text.getvalue()[-4000:]
 if breakdown:
     phase("second step")
+before = allocator()
 t = time.perf_counter()
 (fn(g, *inputs) * grad).sum().backward()
 torch.cuda.synchronize()
 out["second_step_ms"] = (time.perf_counter() - t) * 1e3
+allocations["second_step"] = allocated_since(before)
+out["allocations"] = allocations
+if breakdown and allocations["first_forward"]["mb"] > 0:
+    # What taking the first forward's new memory from the driver costs by itself: the same bytes in
+    # one fresh allocation (the cached free segments given back first), synchronised.
+    torch.cuda.empty_cache()
+    t = time.perf_counter()
+    probe = torch.empty(int(allocations["first_forward"]["mb"] * 2**20), dtype=torch.uint8, device=dev)
+    torch.cuda.synchronize()
+    out["first_forward_bytes_alloc_ms"] = (time.perf_counter() - t) * 1e3
+    del probe
 out["compiles"] = dfgnn.ops.cache_counters()["compiles"]
 out["native_used"] = dt.native_status()["available"]  # the native eager ops ran these calls
 out["modules"] = {p["pass"]: p.get("module", "") for d in ("forward", "backward") for p in dfgnn.explain(g, op, d)}
@@ -303,6 +333,19 @@ def markdown(report):
                              f"{fmt(st.get('dispatch_ms'), 1)} | {fmt(st.get('module_ms'), 1)} | "
                              f"{fmt(st.get('native_load_ms'), 1)} | "
                              f"{fmt(st.get('call_ms'), 1)} | {fmt(r.get('first_forward_ms'), 1)} |")
+        allocated = [r for r in rows if r.get("allocations")]
+        if allocated:
+            lines += ["", "torch's caching allocator in each phase: new segments (cudaMalloc calls) and MB it took "
+                      "from the driver; with --breakdown, the time one fresh allocation of the first forward's "
+                      "new bytes takes by itself.", "",
+                      "| graph | model | H x D | dtype | cache | first fwd | first bwd | second step | alloc ms |",
+                      "|---|---|---|---|---|---|---|---|---:|"]
+            cell = lambda a: "-" if a is None else f"{a['segments']} seg, {a['mb']:.0f} MB"
+            for r in allocated:
+                a = r["allocations"]
+                lines.append(f"| {r['graph']} | {r['model']} | {r['heads']} x {r['dim']} | {r['dtype']} | {r['cache']} | "
+                             f"{cell(a.get('first_forward'))} | {cell(a.get('first_backward'))} | "
+                             f"{cell(a.get('second_step'))} | {fmt(r.get('first_forward_bytes_alloc_ms'), 1)} |")
         spanned = [r for r in rows if r.get("spans")]
         if spanned:
             lines += ["", "Inside the library (its debug \"span\" lines, summed per phase; count x, then ms): what "
