@@ -250,6 +250,10 @@ class Problem:
         fps = [data["graphs"][g]["fingerprint"] for g in self.ids]
         self.index = {g: i for i, g in enumerate(self.ids)}
         self.t = [[terms(a, b) for b in fps] for a in fps]
+        # A graph's other forms (the H100 file holds the datasets again with a self-loop per node) share its
+        # node count: they leave with it, or the graph would answer for itself.
+        nodes = [fp["num_nodes"] for fp in fps]
+        self.same = [[x == y for y in nodes] for x in nodes]
         self.by_op = {}
         for c in data["cases"]:
             self.by_op.setdefault(tuple(c["op"]), []).append(c)
@@ -264,7 +268,7 @@ class Problem:
         for cases in self.by_op.values():
             gs = [self.index[c["graph"]] for c in cases if c["graph"] not in exclude]
             for i in gs:
-                others = [D[i][j] for j in gs if j != i]
+                others = [D[i][j] for j in gs if not self.same[i][j]]
                 if others:
                     out[i] = min(out.get(i, math.inf), min(others))
         return out
@@ -279,7 +283,8 @@ class Problem:
                 if only is not None and c["graph"] not in only:
                     continue
                 i = self.index[c["graph"]]
-                nb = sorted((D[i][self.index[o["graph"]]], o["graph"], o) for o in pool if o is not c)
+                nb = sorted((D[i][self.index[o["graph"]]], o["graph"], o) for o in pool
+                            if not self.same[i][self.index[o["graph"]]])
                 nb = [x for x in nb if x[0] <= vote_radius]
                 own = c["candidates"].get(c["winner"], min(c["candidates"].values(), key=lambda x: x[3]))[3]
                 default = c["candidates"].get(c["default"])
