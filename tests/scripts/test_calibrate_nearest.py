@@ -73,6 +73,28 @@ class CalibrateNearest(unittest.TestCase):
         self.assertEqual(p["terms"], cn.TERMS)
         self.assertEqual(p["weights"], doc["params"]["weights"])
 
+    def test_a_graphs_other_form_does_not_answer_for_it(self):
+        # A dataset and its self-loop form (one more edge per node: the same node count) are one graph to
+        # leave out: the left-out graph is answered by the other graph, though its own other form is nearer.
+        op = [0, 0, 1, 8, 0, 4]
+        def case(graph, winner):
+            times = {"s_fast": 1.0, "s_slow": 1.5} if winner == "s_fast" else {"s_fast": 1.5, "s_slow": 1.0}
+            return {"op": op, "graph": graph, "winner": winner, "default": "s_slow", "pooled_spread": 0.0,
+                    "candidates": {s: [5, t, 0.0, t] for s, t in times.items()}}
+        a = [2] * 500 + [40] * 20
+        fps = {"a": synthetic_tuning_db.fingerprint(a), "a_loops": synthetic_tuning_db.fingerprint([x + 1 for x in a]),
+               "b": synthetic_tuning_db.fingerprint([3] * 900 + [50] * 30)}
+        data = {"graphs": {g: {"name": g, "fingerprint": fp} for g, fp in fps.items()},
+                "cases": [case("a", "s_fast"), case("a_loops", "s_fast"), case("b", "s_slow")]}
+        problem = cn.Problem(data)
+        d = problem.distances(cn.BASELINE)
+        i = problem.index
+        self.assertLess(d[i["a"]][i["a_loops"]], d[i["a"]][i["b"]])
+        chosen = {r[0]["graph"]: r[1] for r in problem.evaluate(cn.BASELINE, 1e9, 1e9)}
+        self.assertEqual(chosen["a"], "s_slow")        # b's winner: a_loops left out with a
+        self.assertEqual(chosen["a_loops"], "s_slow")
+        self.assertEqual(chosen["b"], "s_fast")        # b's nearest other graph
+
     def test_extract_keeps_what_the_replay_reads(self):
         ex = os.path.join(self.tmp.name, "x.json")
         run("extract", self.db, "-o", ex)
