@@ -14,6 +14,9 @@ tuner's median of that schedule on the left-out graph over the graph's best:
   near<F>   nearest only within F x the calibrated radius (and votes within F x its vote radius), else
             the rule; near_any: the nearest at any distance
 
+Only the rule's extract's cases (--cases) are scored; every graph of the --db files may answer, so a
+database of further tuned graphs added to --db shows what they would add as neighbours.
+
 A neighbour with the left-out graph's node count is left out with it (the H100 file holds the
 datasets again with a self-loop per node, for other ops; the same graph must not answer for itself).
 
