@@ -17,8 +17,8 @@ tuner's median of that schedule on the left-out graph over the graph's best:
 Only the rule's extract's cases (--cases) are scored; every graph of the --db files may answer, so a
 database of further tuned graphs added to --db shows what they would add as neighbours.
 
-A neighbour with the left-out graph's node count is left out with it (the H100 file holds the
-datasets again with a self-loop per node, for other ops; the same graph must not answer for itself).
+A graph's other forms (the same node count: the H100 file holds the datasets again with a self-loop
+per node) leave with it, as in tools/calibrate_nearest.py.
 
 Usage (numpy, as tools/fit_default_rule.py):
   study.py [--db data/tuning/sm90.db data/tuning/sm90-h100.db] [--cases tests/data/default_rule_cases.json]
@@ -121,7 +121,7 @@ def main():
             name, rule_text = rule_pick[k]
             i = prob.index[c["graph"]]
             nb = sorted((D[i][prob.index[o["graph"]]], o["graph"], o) for o in group
-                        if o is not c and fps[o["graph"]]["num_nodes"] != fp["num_nodes"])
+                        if not prob.same[i][prob.index[o["graph"]]])  # its other forms leave with it
             nb_all = nb
             nb = [x for x in nb if x[0] <= vote_radius]
             own = min(x[3] for x in c["candidates"].values())
@@ -131,11 +131,10 @@ def main():
             if rule is None:
                 continue
             answered = bool(nb) and nb[0][0] <= radius
-            near = first(cn.rank(nb, radius, vote_radius)) if answered else None
-            row = {"graph": name, "op": op, "d": nb[0][0] if nb else None, "rule": rule,
-                   "nearest": t(near) if near else rule}
-            row["oracle"] = min(row["nearest"], rule)
             ranked = [s for s in cn.rank(nb, radius, vote_radius) if s in c["candidates"]] if answered else []
+            row = {"graph": name, "op": op, "d": nb[0][0] if nb else None, "rule": rule,
+                   "nearest": t(ranked[0]) if ranked else rule}
+            row["oracle"] = min(row["nearest"], rule)
             row["race3"] = min([rule] + [t(s) for s in ranked[:2]])
             v = first(vote_rank(nb, radius, rule_text)) if answered else None
             row["vote"] = t(v) if v else rule
@@ -153,8 +152,8 @@ def main():
               f"{max(v):.2f} | {sum(x > 1.25 for x in v)} |")
     print("\n| left-out graph | cases | nearest distance | nearest within 10% | rule within 10% | race3 within 10% |")
     print("|---|---:|---:|---:|---:|---:|")
-    for g in sorted({r["graph"] for r in rows}, key=lambda g: sum(r["nearest"] <= 1.1 for r in rows if r["graph"] == g)
-                    / sum(1 for r in rows if r["graph"] == g)):
+    for g in sorted({r["graph"] for r in rows}, key=lambda g: (sum(r["nearest"] <= 1.1 for r in rows if r["graph"] == g)
+                    / sum(1 for r in rows if r["graph"] == g), g)):
         rs = [r for r in rows if r["graph"] == g]
         share = lambda pol: sum(r[pol] <= 1.10 for r in rs) / len(rs)
         ds = [r["d"] for r in rs if r["d"] is not None]
