@@ -16,6 +16,6 @@ tool=$build/tools/dfgnn-nvrtc-levers
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 "$tool" --per-kind 4 --reps 3 --phases --json "$out/levers.json" --variants \
-  no-lineinfo,minimal,minimal+no-lineinfo,extra-vec,split-compile,ptxas-O2,ptxas-O1,fast-compile-min,fast-compile-max,header,header-pch,no-default-device,fmad-false
+  lineinfo,minimal,extra-vec,split-compile,ptxas-O2,ptxas-O1,fast-compile-min,fast-compile-max,header,header-pch,no-default-device,fmad-false
 "$tool" --per-kind 4 --reps 4 --overheads --parallel 2 --json "$out/focus.json" \
-  --variants minimal,no-lineinfo,minimal+no-lineinfo,header-pch
+  --variants minimal,lineinfo,header-pch

@@ -275,9 +275,8 @@ std::map<std::string, double> read_phases(const fs::path& file) {
 std::vector<Variant> all_variants() {
   return {
       {"baseline", {}, {}, false, "the library's options"},
-      {"no-lineinfo", {}, {"-lineinfo"}, false, "drop -lineinfo"},
+      {"lineinfo", {"-lineinfo"}, {}, false, "add -lineinfo (source lines; DFGNN_NVRTC_LINEINFO=1)"},
       {"minimal", {"-minimal"}, {}, false, "add -minimal (no runtime/texture declarations)"},
-      {"minimal+no-lineinfo", {"-minimal"}, {"-lineinfo"}, false, "both"},
       {"extra-vec", {"--extra-device-vectorization"}, {}, false, "add --extra-device-vectorization"},
       {"split-compile", {"--split-compile=0"}, {}, false, "NVVM optimises in parallel (0: all cores)"},
       {"dopt-off", {"--dopt=off"}, {}, false, "no device optimisation (changes code)"},
@@ -290,7 +289,6 @@ std::vector<Variant> all_variants() {
       {"header", {}, {}, true, "source as an included header, no PCH (the PCH variants' reference)"},
       {"header-pch", {"-pch"}, {}, true, "automatic PCH of the included header (in-process heap)"},
       {"header-pch+minimal", {"-pch", "-minimal"}, {}, true, "automatic PCH with -minimal"},
-      {"header-pch+minimal+no-lineinfo", {"-pch", "-minimal"}, {"-lineinfo"}, true, "all three"},
       {"no-default-device", {}, {"-default-device"}, false, "drop -default-device"},
   };
 }
@@ -314,7 +312,7 @@ std::vector<Variant> parse_variants(const std::string& list) {
 }
 
 struct Options {
-  std::string zoo = "bench/zoo.txt", graph = "data/cora", json_path, variants = "no-lineinfo,minimal", only;
+  std::string zoo = "bench/zoo.txt", graph = "data/cora", json_path, variants = "lineinfo,minimal", only;
   std::vector<std::string> custom;
   bool self_loops = true, list = false, phases = false, overheads = false, resources = false;
   int arch = 90, reps = 3, per_kind = 4, parallel = 0, seed = 1;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <string_view>
 #include <variant>
 
 #define XXH_INLINE_ALL
@@ -222,15 +223,34 @@ std::vector<std::string> nvrtc_candidates() {
   return candidates;
 }
 
+namespace {
+// DFGNN_NVRTC_LINEINFO=1: modules carry source lines, for Nsight Compute's source view and
+// compute-sanitizer's reports. Off by default: the machine code is the same, but the line tables
+// and the PTX text they bring are 40-64% of a module's image, which a process inflates and loads
+// for every module it runs (bench/results/2026-12-07h-module-images.md).
+bool lineinfo_from_environment() {
+  const char* v = std::getenv("DFGNN_NVRTC_LINEINFO");
+  if (v == nullptr) return false;
+  const std::string_view s(v);
+  if (s == "1" || s == "on") return true;
+  if (s != "0" && s != "off" && !s.empty())
+    log().warn("DFGNN_NVRTC_LINEINFO='{}' is not '1' or '0'; modules are compiled without source lines", s);
+  return false;
+}
+}  // namespace
+
 // Options that change the binary; part of every cache key.
 // Compile-time levers, measured with tools/dfgnn_nvrtc_levers.cpp (bench/results/2026-12-05-nvrtc-levers.md):
 // of a module's NVRTC time, about 10% is the front end, 55% NVVM and 35% ptxas. The options that
-// leave the machine code as it is gain 2-6% each (-minimal, dropping -lineinfo, a PCH of the
-// source); -default-device, --extra-device-vectorization and -Xptxas=-O2 change neither code nor time.
+// leave the machine code as it is gain 2-6% each (-minimal, -lineinfo off, a PCH of the source);
+// -default-device, --extra-device-vectorization and -Xptxas=-O2 change neither code nor time.
 // Only options that change the code gain more (-Ofast-compile=min/max 33-44%): none is used
 // until GPU timings show the kernels no slower.
 std::vector<std::string> nvrtc_options(int arch) {
-  return {"-std=c++17", "-arch=sm_" + std::to_string(arch), "-default-device", "-lineinfo", "-DNDEBUG"};
+  static const bool lineinfo = lineinfo_from_environment();
+  std::vector<std::string> options{"-std=c++17", "-arch=sm_" + std::to_string(arch), "-default-device", "-DNDEBUG"};
+  if (lineinfo) options.push_back("-lineinfo");
+  return options;
 }
 
 std::string find_nvrtc(const std::vector<std::string>& candidates) { return load_first(candidates).path; }

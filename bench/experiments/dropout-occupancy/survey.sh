@@ -8,7 +8,7 @@ build=${1:?usage: survey.sh BUILD_DIR}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for p in 0 0.6; do
-  "$build/tools/dfgnn-nvrtc-levers" --resources --per-kind 0 --variants no-lineinfo --dropout $p |
+  "$build/tools/dfgnn-nvrtc-levers" --resources --per-kind 0 --variants baseline --dropout $p |
     sed -n 's/^  baseline *occupancy \([^:]*\): \([0-9]*\) registers, [0-9]* threads, \([0-9]*\) blocks.*/\1 \2 \3/p' |
     sort -u > "$work/p$p"
 done
