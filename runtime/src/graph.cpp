@@ -158,6 +158,7 @@ Graph::Graph(DeviceBuilt built) : id_(next_graph_id()), num_nodes_(built.arrays.
                  [&] { csc_fingerprint_ = compute_fingerprint(num_nodes_, num_edges_, d.csc_runs); });
   device_csr_ = DeviceCompressed{std::move(d.csr_ptr), std::move(d.csr_idx), std::move(d.csr_eid)};
   device_csc_ = DeviceCompressed{std::move(d.csc_ptr), std::move(d.csc_idx), std::move(d.csc_eid)};
+  csr_edge_ids_on_device_ = true;
 }
 
 namespace {
@@ -360,14 +361,29 @@ DeviceCompressed upload_compressed(const Compressed& c) {
 }
 }  // namespace
 
+// A host-built graph's CSR edge ids go up only when a pass asks for them (edge features): a forward
+// without them copies two of the CSR's three arrays (on R-MAT 2^20, 68 of 132 MB, 14-19 ms in all
+// on an H100: bench/results/2026-12-08-h100.md).
 const DeviceCompressed& Graph::device_csr() const {
   require_own_device();
   std::lock_guard lock(device_mutex_);
   if (!device_csr_) {
     const Span span("graph CSR uploaded");
-    device_csr_ = upload_compressed(csr_);
+    device_csr_ = DeviceCompressed{upload(csr_.ptr.data(), csr_.ptr.size() * sizeof(int32_t)),
+                                   upload(csr_.idx.data(), csr_.idx.size() * sizeof(int32_t)), {}};
   }
   return *device_csr_;
+}
+
+const int32_t* Graph::device_csr_edge_ids() const {
+  device_csr();
+  std::lock_guard lock(device_mutex_);
+  if (!csr_edge_ids_on_device_) {
+    const Span span("graph CSR edge ids uploaded");
+    device_csr_->eid = upload(csr_.eid.data(), csr_.eid.size() * sizeof(int32_t));
+    csr_edge_ids_on_device_ = true;
+  }
+  return device_csr_->eid.as<const int32_t>();
 }
 
 const DeviceCompressed& Graph::device_csc() const {

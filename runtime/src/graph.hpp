@@ -83,7 +83,9 @@ class Graph {
   const dfgnn_fingerprint_t& fingerprint() const;
   // Uploaded once to the current device, thread-safe. Throws NO_DEVICE without a GPU, and
   // INVALID_ARGUMENT when a device-built graph is used from another device than its own.
+  // device_csr()'s eid stays empty until device_csr_edge_ids() uploads it: read it only there.
   const DeviceCompressed& device_csr() const;
+  const int32_t* device_csr_edge_ids() const;
   const DeviceCompressed& device_csc() const;
   // Out-degree fingerprint (of the CSC), for column passes. Computed once.
   const dfgnn_fingerprint_t& csc_fingerprint() const;
@@ -117,6 +119,7 @@ class Graph {
   mutable std::unordered_map<RecipeKey, std::shared_ptr<const Recipe>, RecipeKeyHash> recipes_;
   mutable std::mutex device_mutex_;
   mutable std::optional<DeviceCompressed> device_csr_, device_csc_;
+  mutable bool csr_edge_ids_on_device_ = false;  // device_csr_->eid holds them (guarded by device_mutex_)
 };
 
 }  // namespace dfgnn

@@ -125,7 +125,7 @@ PassRecipe build_pass(Context& ctx, const Graph& g, const dfgnn_op_t& op, PassKi
   r.ptr = structure.ptr.as<const int>();
   r.idx = structure.idx.as<const int>();
   if (pass == PassKind::BackwardCol) r.eid = structure.eid.as<const int>();
-  if (op.edge_features) r.edge_id = g.device_csr().eid.as<const int>();
+  if (op.edge_features) r.edge_id = g.device_csr_edge_ids();
   r.plan = get_plan(g, pass, s);
   const HostPlan& plan = r.plan->host();
   r.slots = plan.num_slots;

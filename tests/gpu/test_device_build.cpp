@@ -195,6 +195,30 @@ TEST(DeviceBuild, CoraFromFileMatchesDeviceEdgeIndex) {
   expect_same_graph(file, d.graph.get(), "cora");
 }
 
+// A host-built graph's device CSR comes up without its edge ids (a forward without edge features
+// never reads them); asked for, they come up then and equal the host's, beside the same ptr and idx.
+TEST(DeviceBuild, HostBuiltCsrEdgeIdsUploadWhenAskedFor) {
+  ContextPtr ctx = make_context();
+  REQUIRE_GPU(ctx.get());
+  const std::vector<int64_t> ei = corpus_graph(3000, 40000, 3, 11, true);
+  Outcome h = build_coo(ctx.get(), 3000, ei, DFGNN_MEMORY_HOST, dfgnnGraphDefaultOptions());
+  ASSERT_EQ(h.status, DFGNN_STATUS_SUCCESS) << h.message;
+  int64_t n = 0, e = 0;
+  ASSERT_EQ(dfgnnGraphGetSize(h.graph.get(), &n, &e), DFGNN_STATUS_SUCCESS);
+  const int32_t *hp, *hi, *hx, *dp, *di, *dp2, *di2, *dx;
+  ASSERT_EQ(dfgnnGraphGetCsr(h.graph.get(), DFGNN_MEMORY_HOST, &hp, &hi, &hx), DFGNN_STATUS_SUCCESS);
+  ASSERT_EQ(dfgnnGraphGetCsr(h.graph.get(), DFGNN_MEMORY_DEVICE, &dp, &di, nullptr), DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  ASSERT_EQ(dfgnnGraphGetCsr(h.graph.get(), DFGNN_MEMORY_DEVICE, &dp2, &di2, &dx), DFGNN_STATUS_SUCCESS)
+      << dfgnnGetLastErrorMessage();
+  EXPECT_EQ(dp2, dp);  // the same upload, not a second one
+  EXPECT_EQ(di2, di);
+  ASSERT_NE(dx, nullptr);
+  EXPECT_EQ(to_host(dp, n + 1), std::vector<int32_t>(hp, hp + n + 1));
+  EXPECT_EQ(to_host(di, e), std::vector<int32_t>(hi, hi + e));
+  EXPECT_EQ(to_host(dx, e), std::vector<int32_t>(hx, hx + e));
+}
+
 TEST(DeviceBuild, BadIdsGetTheHostMessage) {
   ContextPtr ctx = make_context();
   REQUIRE_GPU(ctx.get());
