@@ -180,7 +180,8 @@ std::vector<std::string> options_of(const Variant& v, int arch) {
   std::vector<std::string> o;
   for (const std::string& base : dfgnn::nvrtc_options(arch))
     if (std::find(v.drop.begin(), v.drop.end(), base) == v.drop.end()) o.push_back(base);
-  o.insert(o.end(), v.add.begin(), v.add.end());
+  for (const std::string& add : v.add)  // an option the baseline has (DFGNN_NVRTC_LINEINFO=1) is not doubled
+    if (std::find(o.begin(), o.end(), add) == o.end()) o.push_back(add);
   return o;
 }
 

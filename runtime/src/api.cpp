@@ -237,11 +237,13 @@ dfgnn_status_t dfgnnGraphGetSize(dfgnn_graph_t graph, int64_t* num_nodes, int64_
 }
 
 namespace {
-void get_compressed(const Compressed& host, const DeviceCompressed* device, const int32_t** ptr, const int32_t** idx,
+// One structure's arrays, from the host copy or (given) the device copy: only the side asked for is
+// touched, so a device-built graph makes no host copies here, nor a host-built one device copies.
+void get_compressed(const Compressed* host, const DeviceCompressed* device, const int32_t** ptr, const int32_t** idx,
                     const int32_t** eid) {
-  if (ptr != nullptr) *ptr = device ? device->ptr.as<const int32_t>() : host.ptr.data();
-  if (idx != nullptr) *idx = device ? device->idx.as<const int32_t>() : host.idx.data();
-  if (eid != nullptr) *eid = device ? device->eid.as<const int32_t>() : host.eid.data();
+  if (ptr != nullptr) *ptr = device ? device->ptr.as<const int32_t>() : host->ptr.data();
+  if (idx != nullptr) *idx = device ? device->idx.as<const int32_t>() : host->idx.data();
+  if (eid != nullptr) *eid = device ? device->eid.as<const int32_t>() : host->eid.data();
 }
 }  // namespace
 
@@ -256,7 +258,7 @@ dfgnn_status_t dfgnnGraphGetCsr(dfgnn_graph_t graph, dfgnn_memory_t memory, cons
       if (col_idx != nullptr) *col_idx = d.idx.as<const int32_t>();
       if (edge_id != nullptr) *edge_id = g.device_csr_edge_ids();
     } else {
-      get_compressed(g.csr(), nullptr, row_ptr, col_idx, edge_id);
+      get_compressed(&g.csr(), nullptr, row_ptr, col_idx, edge_id);
     }
   });
 }
@@ -266,7 +268,10 @@ dfgnn_status_t dfgnnGraphGetCsc(dfgnn_graph_t graph, dfgnn_memory_t memory, cons
   return guard([&] {
     const Graph& g = graph_of(graph);
     check_memory(memory);
-    get_compressed(g.csc(), memory == DFGNN_MEMORY_DEVICE ? &g.device_csc() : nullptr, col_ptr, row_idx, csr_pos);
+    if (memory == DFGNN_MEMORY_DEVICE)
+      get_compressed(nullptr, &g.device_csc(), col_ptr, row_idx, csr_pos);
+    else
+      get_compressed(&g.csc(), nullptr, col_ptr, row_idx, csr_pos);
   });
 }
 

@@ -371,6 +371,7 @@ const DeviceCompressed& Graph::device_csr() const {
     const Span span("graph CSR uploaded");
     device_csr_ = DeviceCompressed{upload(csr_.ptr.data(), csr_.ptr.size() * sizeof(int32_t)),
                                    upload(csr_.idx.data(), csr_.idx.size() * sizeof(int32_t)), {}};
+    csr_upload_device_ = current_device();
   }
   return *device_csr_;
 }
@@ -379,6 +380,10 @@ const int32_t* Graph::device_csr_edge_ids() const {
   device_csr();
   std::lock_guard lock(device_mutex_);
   if (!csr_edge_ids_on_device_) {
+    // Beside the CSR's other arrays, or not at all.
+    if (const int current = current_device(); current != csr_upload_device_)
+      fail(DFGNN_STATUS_INVALID_ARGUMENT, "the graph's CSR was uploaded to CUDA device {} but the current device is {}",
+           csr_upload_device_, current);
     const Span span("graph CSR edge ids uploaded");
     device_csr_->eid = upload(csr_.eid.data(), csr_.eid.size() * sizeof(int32_t));
     csr_edge_ids_on_device_ = true;

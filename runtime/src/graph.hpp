@@ -120,6 +120,7 @@ class Graph {
   mutable std::mutex device_mutex_;
   mutable std::optional<DeviceCompressed> device_csr_, device_csc_;
   mutable bool csr_edge_ids_on_device_ = false;  // device_csr_->eid holds them (guarded by device_mutex_)
+  mutable int csr_upload_device_ = -1;           // where a host-built graph's CSR went (guarded by device_mutex_)
 };
 
 }  // namespace dfgnn

@@ -35,8 +35,9 @@ def sections(elf):
 
 
 def modules(path):
+    """(kernels' lowered names, arch) -> stored image."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    return {names: image for names, image in db.execute("SELECT lowered_names, image FROM modules")}
+    return {(names, arch): image for names, arch, image in db.execute("SELECT lowered_names, arch, image FROM modules")}
 
 
 def inflate_ms(images, reps=5):
@@ -75,7 +76,7 @@ def main():
         text_same += same
         debug = sum(len(v) for k, v in so.items() if "debug" in k)
         debug_share.append(debug / len(ro))
-        rows.append({"kernels": names.count("\n") + 1, "old_raw": len(ro), "new_raw": len(rn),
+        rows.append({"kernels": len(json.loads(names[0])), "arch": names[1], "old_raw": len(ro), "new_raw": len(rn),
                      "old_stored": len(old[names]), "new_stored": len(new[names]), "text_same": same})
     t_old, t_new = inflate_ms([old[n] for n in common]), inflate_ms([new[n] for n in common])
     for r, to, tn in zip(rows, t_old, t_new):
@@ -90,8 +91,8 @@ def main():
         "median_raw": [med("old_raw"), med("new_raw")], "median_stored": [med("old_stored"), med("new_stored")],
         "inflate_ms_total": [tot("old_inflate_ms"), tot("new_inflate_ms")],
         "median_inflate_ms": [med("old_inflate_ms"), med("new_inflate_ms")],
-        "median_inflate_ratio": statistics.median(r["new_inflate_ms"] / r["old_inflate_ms"] for r in rows
-                                                  if r["old_inflate_ms"] > 0),
+        "median_inflate_ratio": statistics.median([r["new_inflate_ms"] / r["old_inflate_ms"] for r in rows
+                                                   if r["old_inflate_ms"] > 0] or [float("nan")]),
     }
     print(f"modules: {len(old)} old, {len(new)} new, {len(common)} matched by their kernels")
     print(f"machine code (.text sections) identical: {text_same} of {len(common)}")
