@@ -253,10 +253,8 @@ dfgnn_status_t dfgnnGraphGetCsr(dfgnn_graph_t graph, dfgnn_memory_t memory, cons
     const Graph& g = graph_of(graph);
     check_memory(memory);
     if (memory == DFGNN_MEMORY_DEVICE) {
-      const DeviceCompressed& d = g.device_csr();
-      if (row_ptr != nullptr) *row_ptr = d.ptr.as<const int32_t>();
-      if (col_idx != nullptr) *col_idx = d.idx.as<const int32_t>();
-      if (edge_id != nullptr) *edge_id = g.device_csr_edge_ids();
+      get_compressed(nullptr, &g.device_csr(), row_ptr, col_idx, nullptr);
+      if (edge_id != nullptr) *edge_id = g.device_csr_edge_ids();  // uploaded on first need
     } else {
       get_compressed(&g.csr(), nullptr, row_ptr, col_idx, edge_id);
     }

@@ -352,11 +352,11 @@ size_t RecipeKeyHash::operator()(const RecipeKey& k) const noexcept {
 }
 
 namespace {
-DeviceCompressed upload_compressed(const Compressed& c) {
+DeviceCompressed upload_compressed(const Compressed& c, bool edge_ids) {
   DeviceCompressed d;
   d.ptr = upload(c.ptr.data(), c.ptr.size() * sizeof(int32_t));
   d.idx = upload(c.idx.data(), c.idx.size() * sizeof(int32_t));
-  d.eid = upload(c.eid.data(), c.eid.size() * sizeof(int32_t));
+  if (edge_ids) d.eid = upload(c.eid.data(), c.eid.size() * sizeof(int32_t));
   return d;
 }
 }  // namespace
@@ -369,8 +369,7 @@ const DeviceCompressed& Graph::device_csr() const {
   std::lock_guard lock(device_mutex_);
   if (!device_csr_) {
     const Span span("graph CSR uploaded");
-    device_csr_ = DeviceCompressed{upload(csr_.ptr.data(), csr_.ptr.size() * sizeof(int32_t)),
-                                   upload(csr_.idx.data(), csr_.idx.size() * sizeof(int32_t)), {}};
+    device_csr_ = upload_compressed(csr_, /*edge_ids=*/false);
     csr_upload_device_ = current_device();
   }
   return *device_csr_;
@@ -396,7 +395,7 @@ const DeviceCompressed& Graph::device_csc() const {
   std::lock_guard lock(device_mutex_);
   if (!device_csc_) {
     const Span span("graph CSC uploaded");
-    device_csc_ = upload_compressed(csc_);
+    device_csc_ = upload_compressed(csc_, /*edge_ids=*/true);
   }
   return *device_csc_;
 }
